@@ -1,0 +1,117 @@
+// Package database opens the GORM connection pool and carries the unit of work in the context.
+package database
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Config sizes the pool. Zero values take the defaults of Open.
+type Config struct {
+	URL             string
+	MaxOpenConns    int
+	MaxIdleConns    int
+	ConnMaxLifetime time.Duration
+}
+
+// DB is the pool plus the unit-of-work entry point. Repositories reach the database only through Conn(ctx).
+type DB struct {
+	gorm *gorm.DB
+	sql  *sql.DB
+}
+
+// Now is the clock every write uses: UTC and truncated to what PostgreSQL stores,
+// so an updated_at token read back from the database equals the one in memory.
+func Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// Open connects through pgx and checks the connection.
+func Open(ctx context.Context, cfg Config) (*DB, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("database: empty URL")
+	}
+	g, err := gorm.Open(postgres.Open(cfg.URL), &gorm.Config{
+		NowFunc:        Now,
+		TranslateError: true,
+		Logger:         logger.Discard,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("database: open: %w", err)
+	}
+	sqlDB, err := g.DB()
+	if err != nil {
+		return nil, fmt.Errorf("database: pool: %w", err)
+	}
+	maxOpen := cfg.MaxOpenConns
+	if maxOpen <= 0 {
+		maxOpen = 20
+	}
+	maxIdle := cfg.MaxIdleConns
+	if maxIdle <= 0 || maxIdle > maxOpen {
+		maxIdle = maxOpen
+	}
+	lifetime := cfg.ConnMaxLifetime
+	if lifetime <= 0 {
+		lifetime = 30 * time.Minute
+	}
+	sqlDB.SetMaxOpenConns(maxOpen)
+	sqlDB.SetMaxIdleConns(maxIdle)
+	sqlDB.SetConnMaxLifetime(lifetime)
+	if err := sqlDB.PingContext(ctx); err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("database: ping: %w", err)
+	}
+	return &DB{gorm: g, sql: sqlDB}, nil
+}
+
+// Gorm is the pool-level handle, for plugins and bulk work that must not join a caller's transaction.
+func (d *DB) Gorm() *gorm.DB { return d.gorm }
+
+// SQL is the underlying pool.
+func (d *DB) SQL() *sql.DB { return d.sql }
+
+// Close closes the pool.
+func (d *DB) Close() error { return d.sql.Close() }
+
+// Ping answers whether PostgreSQL answers.
+func (d *DB) Ping(ctx context.Context) error { return d.sql.PingContext(ctx) }
+
+type txKey struct{}
+
+// Conn returns the transaction carried by ctx, or the pool when there is none; bound to ctx either way.
+func (d *DB) Conn(ctx context.Context) *gorm.DB {
+	if tx, ok := TxFromContext(ctx); ok {
+		return tx
+	}
+	return d.gorm.WithContext(ctx)
+}
+
+// TxFromContext returns the transaction of the unit of work running in ctx.
+func TxFromContext(ctx context.Context) (*gorm.DB, bool) {
+	tx, ok := ctx.Value(txKey{}).(*gorm.DB)
+	return tx, ok
+}
+
+// WithTx runs fn in one transaction carried by the context it receives. A nested call joins the
+// outer transaction instead of opening a savepoint: the xmin of rows written under a savepoint is
+// the subtransaction's id, which would break row versions read later in the same unit of work.
+func (d *DB) WithTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	if _, ok := TxFromContext(ctx); ok {
+		return fn(ctx)
+	}
+	return d.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return fn(context.WithValue(ctx, txKey{}, tx))
+	})
+}
+
+// InTx reports whether ctx carries a unit of work.
+func InTx(ctx context.Context) bool {
+	_, ok := TxFromContext(ctx)
+	return ok
+}

@@ -1,0 +1,108 @@
+// Package dbtest gives each test its own PostgreSQL database, migrated and dropped afterwards.
+package dbtest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver for the admin connection
+
+	"github.com/keelson/keelson/migrations"
+	"github.com/keelson/keelson/platform/database"
+)
+
+// AdminURL is the server used to create and drop test databases (TEST_DATABASE_URL overrides it).
+func AdminURL() string {
+	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// Database is a fresh database that lives as long as the test.
+type Database struct {
+	Name string
+	URL  string
+}
+
+// Create makes a new database, applies the migrations of the given owners ("platform" is always
+// first), and drops it when the test ends.
+func Create(t testing.TB, owners ...string) *Database {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	admin, err := sql.Open("pgx", AdminURL())
+	if err != nil {
+		t.Fatalf("dbtest: open admin: %v", err)
+	}
+	defer admin.Close()
+
+	name := "keelson_test_" + randomHex(6)
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("dbtest: create %s: %v", name, err)
+	}
+	t.Cleanup(func() { drop(name) })
+
+	u, err := url.Parse(AdminURL())
+	if err != nil {
+		t.Fatalf("dbtest: parse admin url: %v", err)
+	}
+	u.Path = "/" + name
+	d := &Database{Name: name, URL: u.String()}
+
+	sets := []database.MigrationSet{{Owner: "platform", FS: migrations.For("platform")}}
+	for _, owner := range owners {
+		if owner != "platform" {
+			sets = append(sets, database.MigrationSet{Owner: owner, FS: migrations.For(owner)})
+		}
+	}
+	db := d.Open(t)
+	if err := database.Migrate(ctx, db.SQL(), sets); err != nil {
+		t.Fatalf("dbtest: migrate %s: %v", name, err)
+	}
+	return d
+}
+
+// Open returns a new connection pool on the database, closed when the test ends.
+// Two pools stand for two replicas.
+func (d *Database) Open(t testing.TB) *database.DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := database.Open(ctx, database.Config{URL: d.URL, MaxOpenConns: 20})
+	if err != nil {
+		t.Fatalf("dbtest: open %s: %v", d.Name, err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// New is Create followed by Open: the common case of one pool on a fresh database.
+func New(t testing.TB, owners ...string) *database.DB {
+	t.Helper()
+	return Create(t, owners...).Open(t)
+}
+
+func drop(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := sql.Open("pgx", AdminURL())
+	if err != nil {
+		return
+	}
+	defer admin.Close()
+	_, _ = admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

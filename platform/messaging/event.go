@@ -1,0 +1,63 @@
+// Package messaging defines the integration-event envelope, the AMQP topology and the consumers.
+package messaging
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/platform/correlation"
+)
+
+// Event is the envelope of every integration event a module publishes.
+type Event struct {
+	ID            string          `json:"id"`
+	Type          string          `json:"type"`
+	Source        string          `json:"source"`
+	OccurredAt    time.Time       `json:"occurred_at"`
+	CorrelationID string          `json:"correlation_id,omitempty"`
+	Payload       json.RawMessage `json:"payload"`
+}
+
+// NewEvent builds an event with a fresh UUID v7 and the correlation id carried by ctx.
+func NewEvent(ctx context.Context, source, eventType string, payload any) (Event, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Event{}, fmt.Errorf("event id: %w", err)
+	}
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return Event{}, fmt.Errorf("event %s payload: %w", eventType, err)
+	}
+	return Event{
+		ID:            id.String(),
+		Type:          eventType,
+		Source:        source,
+		OccurredAt:    time.Now().UTC().Truncate(time.Microsecond),
+		CorrelationID: correlation.ID(ctx),
+		Payload:       raw,
+	}, nil
+}
+
+// Decode unmarshals the payload into v.
+func (e Event) Decode(v any) error {
+	if err := json.Unmarshal(e.Payload, v); err != nil {
+		return fmt.Errorf("event %s %s: decode payload: %w", e.Type, e.ID, err)
+	}
+	return nil
+}
+
+// Handler handles one event. Delivery is at least once: handlers must be idempotent
+// (the Inbox, a claim token or a unique key). A returned error retries, then dead-letters.
+type Handler func(ctx context.Context, e Event) error
+
+// Subscription binds a named consumer to event types. Replicas of one consumer compete for messages;
+// two consumers each get every matching event.
+type Subscription struct {
+	Consumer   string
+	EventTypes []string
+	Handle     Handler
+}

@@ -1,0 +1,119 @@
+// Package module is the contract every Keelson module implements and the registry app wires them with.
+package module
+
+import (
+	"context"
+	"io/fs"
+	"log/slog"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/jobs"
+	"github.com/keelson/keelson/platform/messaging"
+)
+
+// Module is one business capability: its tables, routes, event handlers, job kinds and schedules.
+// Adding a module = a folder under modules/, a folder under migrations/, one line in app/.
+type Module interface {
+	// Name is lower_snake: it names the migration owner, the consumers and the log attribute.
+	Name() string
+	// Migrations returns the module's embedded SQL migrations, or nil.
+	Migrations() fs.FS
+	// Register declares what the module contributes. It runs once at start, before anything is served.
+	Register(r *Registry) error
+}
+
+// EventPublisher writes integration events into the outbox of the unit of work in ctx.
+// Without a transaction in ctx it returns an error: events leave only with the writes that produced them.
+type EventPublisher interface {
+	Publish(ctx context.Context, events ...messaging.Event) error
+}
+
+// JobEnqueuer enqueues background work, inside the unit of work in ctx when there is one.
+type JobEnqueuer interface {
+	Enqueue(ctx context.Context, kind string, payload any, opts jobs.EnqueueOptions) (jobs.EnqueueResult, error)
+}
+
+// Deps are the platform services a module may use.
+type Deps struct {
+	DB         *database.DB
+	Events     EventPublisher
+	Jobs       JobEnqueuer
+	Logger     *slog.Logger
+	Metrics    prometheus.Registerer
+	InstanceID string
+}
+
+// Registry collects what modules declare; app turns it into routes, consumers, workers and schedules.
+type Registry struct {
+	Deps
+	module        string
+	routes        []RouteSet
+	subscriptions []messaging.Subscription
+	jobKinds      []jobs.Kind
+	schedules     []jobs.Schedule
+	conflictCodes map[string]string
+	openAPI       [][]byte
+}
+
+// RouteSet mounts a module's routes on the authenticated /api/v1 group.
+type RouteSet struct {
+	Module string
+	Mount  func(api *gin.RouterGroup)
+}
+
+// NewRegistry returns an empty registry carrying deps.
+func NewRegistry(deps Deps) *Registry {
+	return &Registry{Deps: deps, conflictCodes: map[string]string{}}
+}
+
+// For returns the registry as seen by one module: its logger names the module.
+func (r *Registry) For(m Module) *Registry {
+	r.module = m.Name()
+	if r.Deps.Logger != nil {
+		r.Deps.Logger = r.Deps.Logger.With("module", m.Name())
+	}
+	return r
+}
+
+// Routes mounts handlers under /api/v1 (bearer auth already applied).
+func (r *Registry) Routes(mount func(api *gin.RouterGroup)) {
+	r.routes = append(r.routes, RouteSet{Module: r.module, Mount: mount})
+}
+
+// Subscribe handles integration events of the given types under a named consumer.
+func (r *Registry) Subscribe(s messaging.Subscription) {
+	r.subscriptions = append(r.subscriptions, s)
+}
+
+// JobKind registers a background job kind.
+func (r *Registry) JobKind(k jobs.Kind) { r.jobKinds = append(r.jobKinds, k) }
+
+// Schedule registers a recurring task that runs at most once at a time across replicas.
+func (r *Registry) Schedule(s jobs.Schedule) { r.schedules = append(r.schedules, s) }
+
+// ConflictCode makes a concurrency conflict on entity answer 409 with code instead of concurrency_conflict.
+func (r *Registry) ConflictCode(entity, code string) { r.conflictCodes[entity] = code }
+
+// OpenAPI adds an OpenAPI 3 fragment (its "paths" and "components") to /openapi.json.
+func (r *Registry) OpenAPI(fragment []byte) { r.openAPI = append(r.openAPI, fragment) }
+
+// RouteSets returns the registered route sets.
+func (r *Registry) RouteSets() []RouteSet { return r.routes }
+
+// Subscriptions returns the registered consumers.
+func (r *Registry) Subscriptions() []messaging.Subscription { return r.subscriptions }
+
+// JobKinds returns the registered job kinds.
+func (r *Registry) JobKinds() []jobs.Kind { return r.jobKinds }
+
+// Schedules returns the registered schedules.
+func (r *Registry) Schedules() []jobs.Schedule { return r.schedules }
+
+// ConflictCodes returns the entity → problem code overrides.
+func (r *Registry) ConflictCodes() map[string]string { return r.conflictCodes }
+
+// OpenAPIFragments returns the registered OpenAPI fragments.
+func (r *Registry) OpenAPIFragments() [][]byte { return r.openAPI }

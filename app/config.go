@@ -1,0 +1,268 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the whole runtime configuration, read from the environment once at start.
+type Config struct {
+	DatabaseURL     string
+	DBMaxOpenConns  int
+	AMQPURL         string
+	AMQPExchange    string
+	AMQPQueuePrefix string
+	HTTPAddr        string
+	APITokens       []string
+	InstanceID      string
+	LogLevel        slog.Level
+	LogFormat       string
+
+	OutboxPollInterval time.Duration
+	JobWorkers         int
+	ShutdownTimeout    time.Duration
+
+	WebhooksAllowPrivateTargets bool
+	WebhooksSendTimeout         time.Duration
+	WebhooksClaimLease          time.Duration
+	WebhooksSweepInterval       time.Duration
+	WebhooksRetrySchedule       []time.Duration
+
+	AssistantBaseURL string
+	AssistantModel   string
+	AssistantAPIKey  string
+}
+
+// Variable is one configuration variable: its name, default and meaning, as documented in docs/operations.md.
+type Variable struct {
+	Name    string
+	Default string
+	Secret  bool
+	Usage   string
+	set     func(c *Config, value string) error
+}
+
+// Variables lists every environment variable the app reads; docker-compose.yml may use no other.
+var Variables = []Variable{
+	{Name: "DATABASE_URL", Default: "postgres://postgres@127.0.0.1:5432/keelson?sslmode=disable", Secret: true, Usage: "PostgreSQL connection URL",
+		set: func(c *Config, v string) error { return parseURL(v, &c.DatabaseURL, "postgres", "postgresql") }},
+	{Name: "DB_MAX_OPEN_CONNS", Default: "20", Usage: "connection pool size",
+		set: func(c *Config, v string) error { return parseInt(v, 1, 1000, &c.DBMaxOpenConns) }},
+	{Name: "AMQP_URL", Default: "amqp://guest:guest@127.0.0.1:5672/", Secret: true, Usage: "RabbitMQ connection URL",
+		set: func(c *Config, v string) error { return parseURL(v, &c.AMQPURL, "amqp", "amqps") }},
+	{Name: "AMQP_EXCHANGE", Default: "keelson.events", Usage: "topic exchange integration events are published to",
+		set: func(c *Config, v string) error { return parseName(v, &c.AMQPExchange) }},
+	{Name: "AMQP_QUEUE_PREFIX", Default: "keelson", Usage: "prefix of every consumer queue",
+		set: func(c *Config, v string) error { return parseName(v, &c.AMQPQueuePrefix) }},
+	{Name: "HTTP_ADDR", Default: ":8080", Usage: "HTTP listen address",
+		set: func(c *Config, v string) error { c.HTTPAddr = v; return nil }},
+	{Name: "API_TOKENS", Default: "", Secret: true, Usage: "comma-separated bearer tokens accepted on /api/v1",
+		set: func(c *Config, v string) error { c.APITokens = splitList(v); return nil }},
+	{Name: "INSTANCE_ID", Default: "", Usage: "worker identity written into claims (default hostname:pid)",
+		set: func(c *Config, v string) error { c.InstanceID = v; return nil }},
+	{Name: "LOG_LEVEL", Default: "info", Usage: "debug, info, warn or error",
+		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
+	{Name: "LOG_FORMAT", Default: "json", Usage: "json or text",
+		set: func(c *Config, v string) error { return parseEnum(v, &c.LogFormat, "json", "text") }},
+	{Name: "OUTBOX_POLL_INTERVAL", Default: "20ms", Usage: "how often the outbox forwarder polls",
+		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.OutboxPollInterval) }},
+	{Name: "JOB_WORKERS", Default: "8", Usage: "concurrent job handlers per process",
+		set: func(c *Config, v string) error { return parseInt(v, 1, 1000, &c.JobWorkers) }},
+	{Name: "SHUTDOWN_TIMEOUT", Default: "25s", Usage: "bound on finishing in-flight work at SIGTERM",
+		set: func(c *Config, v string) error { return parseDuration(v, time.Second, &c.ShutdownTimeout) }},
+	{Name: "WEBHOOKS_ALLOW_PRIVATE_TARGETS", Default: "false", Usage: "allow loopback/private/link-local webhook URLs",
+		set: func(c *Config, v string) error { return parseBool(v, &c.WebhooksAllowPrivateTargets) }},
+	{Name: "WEBHOOKS_SEND_TIMEOUT", Default: "10s", Usage: "HTTP timeout of one attempt",
+		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.WebhooksSendTimeout) }},
+	{Name: "WEBHOOKS_CLAIM_LEASE", Default: "2m", Usage: "lease of a delivery claim; must exceed the send timeout",
+		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.WebhooksClaimLease) }},
+	{Name: "WEBHOOKS_SWEEP_INTERVAL", Default: "5s", Usage: "how often due deliveries are swept",
+		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.WebhooksSweepInterval) }},
+	{Name: "WEBHOOKS_RETRY_SCHEDULE", Default: "5s,5m,30m,2h,5h,10h,10h", Usage: "delays after each failed attempt; attempts = len+1",
+		set: func(c *Config, v string) error { return parseDurations(v, &c.WebhooksRetrySchedule) }},
+	{Name: "ASSISTANT_BASE_URL", Default: "", Usage: "OpenAI-compatible API base URL; empty = the built-in assistant",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				c.AssistantBaseURL = ""
+				return nil
+			}
+			return parseURL(v, &c.AssistantBaseURL, "http", "https")
+		}},
+	{Name: "ASSISTANT_MODEL", Default: "", Usage: "model name sent to the OpenAI-compatible API",
+		set: func(c *Config, v string) error { c.AssistantModel = v; return nil }},
+	{Name: "ASSISTANT_API_KEY", Default: "", Secret: true, Usage: "API key of the OpenAI-compatible API",
+		set: func(c *Config, v string) error { c.AssistantAPIKey = v; return nil }},
+}
+
+// LoadConfig reads every variable, applying defaults; the error names the first invalid variable.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	var c Config
+	for _, v := range Variables {
+		value, ok := lookup(getenv, v.Name)
+		if !ok {
+			value = v.Default
+		}
+		if err := v.set(&c, strings.TrimSpace(value)); err != nil {
+			return Config{}, fmt.Errorf("invalid %s: %w", v.Name, err)
+		}
+	}
+	if c.InstanceID == "" {
+		host, _ := os.Hostname()
+		c.InstanceID = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if c.WebhooksClaimLease <= c.WebhooksSendTimeout {
+		return Config{}, errors.New("invalid WEBHOOKS_CLAIM_LEASE: must exceed WEBHOOKS_SEND_TIMEOUT")
+	}
+	if c.AssistantBaseURL != "" && c.AssistantModel == "" {
+		return Config{}, errors.New("invalid ASSISTANT_MODEL: required when ASSISTANT_BASE_URL is set")
+	}
+	return c, nil
+}
+
+func lookup(getenv func(string) string, name string) (string, bool) {
+	if getenv != nil {
+		v := getenv(name)
+		return v, v != ""
+	}
+	return os.LookupEnv(name)
+}
+
+// LogValue masks secrets when the configuration is logged.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("database_url", maskURL(c.DatabaseURL)),
+		slog.Int("db_max_open_conns", c.DBMaxOpenConns),
+		slog.String("amqp_url", maskURL(c.AMQPURL)),
+		slog.String("amqp_exchange", c.AMQPExchange),
+		slog.String("amqp_queue_prefix", c.AMQPQueuePrefix),
+		slog.String("http_addr", c.HTTPAddr),
+		slog.String("api_tokens", fmt.Sprintf("%d configured", len(c.APITokens))),
+		slog.String("instance_id", c.InstanceID),
+		slog.String("log_level", c.LogLevel.String()),
+		slog.String("log_format", c.LogFormat),
+		slog.Duration("outbox_poll_interval", c.OutboxPollInterval),
+		slog.Int("job_workers", c.JobWorkers),
+		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
+		slog.Bool("webhooks_allow_private_targets", c.WebhooksAllowPrivateTargets),
+		slog.Duration("webhooks_send_timeout", c.WebhooksSendTimeout),
+		slog.Duration("webhooks_claim_lease", c.WebhooksClaimLease),
+		slog.Duration("webhooks_sweep_interval", c.WebhooksSweepInterval),
+		slog.Any("webhooks_retry_schedule", c.WebhooksRetrySchedule),
+		slog.String("assistant_base_url", c.AssistantBaseURL),
+		slog.String("assistant_model", c.AssistantModel),
+		slog.String("assistant_api_key", mask(c.AssistantAPIKey)),
+	)
+}
+
+func mask(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "****"
+}
+
+func maskURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "****"
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "****")
+	}
+	return u.String()
+}
+
+func parseURL(v string, dst *string, schemes ...string) error {
+	u, err := url.Parse(v)
+	if err != nil || u.Host == "" {
+		return errors.New("not a URL with a host")
+	}
+	for _, s := range schemes {
+		if u.Scheme == s {
+			*dst = v
+			return nil
+		}
+	}
+	return fmt.Errorf("scheme must be one of %s", strings.Join(schemes, ", "))
+}
+
+func parseDuration(v string, minimum time.Duration, dst *time.Duration) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration like 1500ms or 2m", v)
+	}
+	if d < minimum {
+		return fmt.Errorf("must be at least %s", minimum)
+	}
+	*dst = d
+	return nil
+}
+
+func parseDurations(v string, dst *[]time.Duration) error {
+	parts := splitList(v)
+	if len(parts) == 0 {
+		return errors.New("needs at least one duration")
+	}
+	out := make([]time.Duration, 0, len(parts))
+	for _, p := range parts {
+		var d time.Duration
+		if err := parseDuration(p, time.Millisecond, &d); err != nil {
+			return err
+		}
+		out = append(out, d)
+	}
+	*dst = out
+	return nil
+}
+
+func parseInt(v string, lo, hi int, dst *int) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return fmt.Errorf("must be an integer from %d to %d", lo, hi)
+	}
+	*dst = n
+	return nil
+}
+
+func parseBool(v string, dst *bool) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%q is not true or false", v)
+	}
+	*dst = b
+	return nil
+}
+
+func parseEnum(v string, dst *string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			*dst = v
+			return nil
+		}
+	}
+	return fmt.Errorf("must be one of %s", strings.Join(allowed, ", "))
+}
+
+func parseName(v string, dst *string) error {
+	if v == "" || len(v) > 100 || strings.ContainsAny(v, " \t\n") {
+		return errors.New("must be a non-empty name without spaces")
+	}
+	*dst = v
+	return nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

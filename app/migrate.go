@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/keelson/keelson/migrations"
+	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/module"
+)
+
+// migrationSets lists the platform's migrations first, then each module's in wiring order.
+func migrationSets(mods []module.Module) []database.MigrationSet {
+	sets := []database.MigrationSet{{Owner: "platform", FS: migrations.For("platform")}}
+	for _, m := range mods {
+		sets = append(sets, database.MigrationSet{Owner: m.Name(), FS: m.Migrations()})
+	}
+	return sets
+}
+
+func migrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	mods, err := modules(cfg)
+	if err != nil {
+		return err
+	}
+	db, err := database.Open(ctx, database.Config{URL: cfg.DatabaseURL, MaxOpenConns: 2})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	start := time.Now()
+	if err := database.Migrate(ctx, db.SQL(), migrationSets(mods)); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	logger.Info("migrated", "modules", len(mods), "duration", time.Since(start).Round(time.Millisecond))
+	return nil
+}

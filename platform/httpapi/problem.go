@@ -1,0 +1,118 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/keelson/keelson/platform/apperr"
+)
+
+// Problem codes of the API contract (API.md, Conventions).
+const (
+	CodeUnauthorized         = "unauthorized"
+	CodeMalformedJSON        = "malformed_json"
+	CodeInvalidQuery         = "invalid_query"
+	CodeUnsupportedMediaType = "unsupported_media_type"
+	CodeValidationFailed     = "validation_failed"
+	CodeNotFound             = "not_found"
+	CodePreconditionFailed   = "precondition_failed"
+	CodeConcurrencyConflict  = "concurrency_conflict"
+	CodePayloadTooLarge      = "payload_too_large"
+	CodeInternal             = "internal_error"
+)
+
+// ProblemContentType is the media type of every error response.
+const ProblemContentType = "application/problem+json"
+
+// Problem is the RFC 9457 body of every error response.
+type Problem struct {
+	Type      string              `json:"type"`
+	Title     string              `json:"title"`
+	Status    int                 `json:"status"`
+	Detail    string              `json:"detail"`
+	Code      string              `json:"code"`
+	Errors    []apperr.FieldError `json:"errors,omitempty"`
+	RequestID string              `json:"request_id,omitempty"`
+}
+
+// problemError is an error that already knows its HTTP answer; the helpers of this package return it.
+type problemError struct {
+	status int
+	code   string
+	detail string
+	fields []apperr.FieldError
+	cause  error
+}
+
+func (e *problemError) Error() string {
+	if e.cause != nil {
+		return e.detail + ": " + e.cause.Error()
+	}
+	return e.detail
+}
+
+func (e *problemError) Unwrap() error { return e.cause }
+
+func newProblem(status int, code, detail string, fields ...apperr.FieldError) *problemError {
+	return &problemError{status: status, code: code, detail: detail, fields: fields}
+}
+
+// InvalidQuery reports a bad query parameter (limit, cursor or a filter value) as 400 invalid_query.
+func InvalidQuery(param, message string) error {
+	return newProblem(http.StatusBadRequest, CodeInvalidQuery,
+		fmt.Sprintf("invalid query parameter %q: %s", param, message),
+		apperr.FieldError{Field: param, Message: message})
+}
+
+// conflict is what a concurrency conflict error exposes (platform/concurrency.ConflictError).
+type conflict interface {
+	EntityType() string
+	Table() string
+	Key() string
+}
+
+// classify is the one mapping from an error to its problem; internal reports whether it must be masked.
+func classify(err error, conflictCodes map[string]string) (p Problem, internal bool) {
+	var (
+		pe  *problemError
+		ve  *apperr.ValidationError
+		nf  *apperr.NotFoundError
+		ce  conflict
+		mbe *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &pe):
+		p = Problem{Status: pe.status, Code: pe.code, Detail: pe.detail, Errors: pe.fields}
+	case errors.As(err, &ve):
+		p = Problem{Status: http.StatusUnprocessableEntity, Code: CodeValidationFailed,
+			Detail: "the request has invalid fields", Errors: ve.Fields}
+	case errors.As(err, &nf):
+		p = Problem{Status: http.StatusNotFound, Code: CodeNotFound, Detail: nf.Error()}
+	case errors.Is(err, apperr.ErrNotFound):
+		p = Problem{Status: http.StatusNotFound, Code: CodeNotFound, Detail: "the resource does not exist"}
+	case errors.Is(err, apperr.ErrPreconditionFailed):
+		p = Problem{Status: http.StatusPreconditionFailed, Code: CodePreconditionFailed,
+			Detail: "If-Match does not match the current version"}
+	case errors.As(err, &ce) && isConflict(err):
+		code := conflictCodes[ce.EntityType()]
+		if code == "" {
+			code = CodeConcurrencyConflict
+		}
+		p = Problem{Status: http.StatusConflict, Code: code,
+			Detail: ce.EntityType() + " was changed by another request"}
+	case errors.As(err, &mbe):
+		p = tooLarge()
+	default:
+		p = Problem{Status: http.StatusInternalServerError, Code: CodeInternal, Detail: "internal error"}
+		internal = true
+	}
+	p.Type = "urn:keelson:problem:" + p.Code
+	p.Title = http.StatusText(p.Status)
+	return p, internal
+}
+
+func tooLarge() Problem {
+	return Problem{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
+		Detail: fmt.Sprintf("the request body exceeds %d bytes", MaxBodyBytes)}
+}

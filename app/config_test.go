@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(vars map[string]string) func(string) string {
+	return func(name string) string { return vars[name] }
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	cfg, err := LoadConfig(env(nil))
+	if err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	if cfg.HTTPAddr != ":8080" || cfg.WebhooksClaimLease != 2*time.Minute || len(cfg.WebhooksRetrySchedule) != 7 {
+		t.Fatalf("unexpected defaults: %+v", cfg)
+	}
+	if cfg.InstanceID == "" {
+		t.Fatal("instance id must default to hostname:pid")
+	}
+}
+
+func TestLoadConfigNamesTheInvalidVariable(t *testing.T) {
+	cases := map[string]map[string]string{
+		"WEBHOOKS_CLAIM_LEASE":           {"WEBHOOKS_CLAIM_LEASE": "abc"},
+		"WEBHOOKS_SEND_TIMEOUT":          {"WEBHOOKS_SEND_TIMEOUT": "-1s"},
+		"WEBHOOKS_RETRY_SCHEDULE":        {"WEBHOOKS_RETRY_SCHEDULE": "5s,soon"},
+		"WEBHOOKS_ALLOW_PRIVATE_TARGETS": {"WEBHOOKS_ALLOW_PRIVATE_TARGETS": "maybe"},
+		"DATABASE_URL":                   {"DATABASE_URL": "mysql://x"},
+		"AMQP_URL":                       {"AMQP_URL": "not a url"},
+		"LOG_LEVEL":                      {"LOG_LEVEL": "loud"},
+		"LOG_FORMAT":                     {"LOG_FORMAT": "xml"},
+		"JOB_WORKERS":                    {"JOB_WORKERS": "0"},
+	}
+	for name, vars := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := LoadConfig(env(vars))
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("want an error naming %s, got %v", name, err)
+			}
+		})
+	}
+	_, err := LoadConfig(env(map[string]string{"WEBHOOKS_CLAIM_LEASE": "5s", "WEBHOOKS_SEND_TIMEOUT": "10s"}))
+	if err == nil || !strings.Contains(err.Error(), "WEBHOOKS_CLAIM_LEASE") {
+		t.Fatalf("a lease shorter than the send timeout must be refused, got %v", err)
+	}
+}
+
+func TestConfigLogMasksSecrets(t *testing.T) {
+	cfg, err := LoadConfig(env(map[string]string{
+		"DATABASE_URL":      "postgres://app:db-secret@db:5432/keelson",
+		"AMQP_URL":          "amqp://app:mq-secret@mq:5672/",
+		"API_TOKENS":        "token-one,token-two",
+		"ASSISTANT_API_KEY": "sk-secret",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("config", "config", cfg)
+	for _, secret := range []string{"db-secret", "mq-secret", "token-one", "token-two", "sk-secret"} {
+		if strings.Contains(buf.String(), secret) {
+			t.Fatalf("logged config leaks %q: %s", secret, buf.String())
+		}
+	}
+	if !strings.Contains(buf.String(), "2 configured") {
+		t.Fatalf("token count missing: %s", buf.String())
+	}
+}
+
+func TestRunRejectsUnknownCommand(t *testing.T) {
+	if err := run(context.Background(), []string{"dance"}, &bytes.Buffer{}); err == nil {
+		t.Fatal("unknown command must fail")
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"env"}, &out); err != nil || !strings.Contains(out.String(), "WEBHOOKS_CLAIM_LEASE=2m") {
+		t.Fatalf("env lists the variables: %v %s", err, out.String())
+	}
+}

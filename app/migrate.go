@@ -25,6 +25,9 @@ func migrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if err := database.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
+		return err
+	}
 	db, err := database.Open(ctx, database.Config{URL: cfg.DatabaseURL, MaxOpenConns: 2})
 	if err != nil {
 		return err

@@ -107,12 +107,10 @@ func classify(err error, conflictCodes map[string]string) (p Problem, internal b
 		p = Problem{Status: http.StatusInternalServerError, Code: CodeInternal, Detail: "internal error"}
 		internal = true
 	}
-	p.Type = "urn:keelson:problem:" + p.Code
-	p.Title = http.StatusText(p.Status)
-	return p, internal
+	return withType(p), internal
 }
 
 func tooLarge() Problem {
-	return Problem{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
-		Detail: fmt.Sprintf("the request body exceeds %d bytes", MaxBodyBytes)}
+	return withType(Problem{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
+		Detail: fmt.Sprintf("the request body exceeds %d bytes", MaxBodyBytes)})
 }

@@ -1,0 +1,105 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// APIPrefix is where the authenticated module routes live.
+const APIPrefix = "/api/v1"
+
+// Options are the dependencies of the HTTP engine.
+type Options struct {
+	// Logger receives the access log, masked 500s and recovered panics. Required.
+	Logger *slog.Logger
+	// Tokens are the bearer tokens accepted on /api/v1 (API_TOKENS); none means every request is 401.
+	Tokens []string
+	// Metrics registers the HTTP metrics and is served on /metrics. Required.
+	Metrics MetricsRegistry
+	// Ready are the /readyz checks by name (e.g. "postgres", "rabbitmq").
+	Ready map[string]func(ctx context.Context) error
+	// ReadyTimeout bounds /readyz; zero means DefaultReadyTimeout.
+	ReadyTimeout time.Duration
+	// ConflictCodes maps an entity type ("Proposal") to the code of its 409 instead of concurrency_conflict.
+	ConflictCodes map[string]string
+	// OpenAPI are module fragments merged into /openapi.json.
+	OpenAPI [][]byte
+}
+
+// NewEngine builds the gin engine with the middleware, the operations endpoints (/healthz, /readyz,
+// /metrics, /openapi.json) and the problem+json answers for unknown routes. It returns the engine and
+// the authenticated /api/v1 group on which modules mount their routes.
+func NewEngine(opts Options) (*gin.Engine, *gin.RouterGroup, error) {
+	if opts.Logger == nil {
+		return nil, nil, errors.New("httpapi: nil Logger")
+	}
+	if opts.Metrics == nil {
+		return nil, nil, errors.New("httpapi: nil Metrics")
+	}
+	for name, check := range opts.Ready {
+		if check == nil {
+			return nil, nil, errors.New("httpapi: nil ready check " + name)
+		}
+	}
+	auth, err := newBearerAuth(opts.Tokens)
+	if err != nil {
+		return nil, nil, err
+	}
+	metrics, err := newHTTPMetrics(opts.Metrics)
+	if err != nil {
+		return nil, nil, err
+	}
+	doc, err := OpenAPIDocument(opts.OpenAPI...)
+	if err != nil {
+		return nil, nil, err
+	}
+	readyTimeout := opts.ReadyTimeout
+	if readyTimeout <= 0 {
+		readyTimeout = DefaultReadyTimeout
+	}
+	render := &renderer{logger: opts.Logger, conflictCodes: maps.Clone(opts.ConflictCodes)}
+
+	// Release mode keeps gin's debug route listing and warnings out of the logs.
+	if gin.Mode() != gin.ReleaseMode {
+		gin.SetMode(gin.ReleaseMode)
+	}
+	engine := gin.New()
+	engine.ContextWithFallback = true // handlers may pass *gin.Context where a context.Context is due
+	engine.RedirectTrailingSlash = false
+	engine.RedirectFixedPath = false
+	engine.HandleMethodNotAllowed = false // an unknown method on a known path is 404 like any unknown route
+	if err := engine.SetTrustedProxies(nil); err != nil {
+		return nil, nil, err
+	}
+
+	engine.Use(withRenderer(render), requestID(), metrics.middleware(), accessLog(opts.Logger),
+		recovery(opts.Logger), bodyLimit())
+	engine.NoRoute(func(c *gin.Context) {
+		// Under /api/v1 the token is checked first, so unknown routes reveal nothing to strangers.
+		if isAPIPath(c.Request.URL.Path) && !auth.allowed(c.Request) {
+			writeProblem(c, unauthorized())
+			return
+		}
+		writeProblem(c, withType(Problem{Status: http.StatusNotFound, Code: CodeNotFound,
+			Detail: "no route matches " + c.Request.Method + " " + c.Request.URL.Path}))
+	})
+
+	engine.GET("/healthz", healthz)
+	engine.GET("/readyz", readyz(opts.Ready, readyTimeout, opts.Logger))
+	engine.GET("/metrics", metricsHandler(opts.Metrics))
+	engine.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", doc) })
+
+	api := engine.Group(APIPrefix, auth.middleware())
+	return engine, api, nil
+}
+
+func isAPIPath(p string) bool {
+	return p == APIPrefix || strings.HasPrefix(p, APIPrefix+"/")
+}

@@ -1,0 +1,153 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/platform/correlation"
+)
+
+// RequestIDHeader carries the request id in and out.
+const RequestIDHeader = "X-Request-Id"
+
+// saneRequestID bounds what a client may choose as request id: it ends up in logs and events.
+var saneRequestID = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// withRenderer makes the engine's renderer available to H and the middleware.
+func withRenderer(r *renderer) gin.HandlerFunc {
+	return func(c *gin.Context) { c.Set(rendererKey, r) }
+}
+
+// requestID reuses a sane X-Request-Id or makes one, echoes it and puts it in the request context.
+func requestID() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		id := c.GetHeader(RequestIDHeader)
+		if !saneRequestID.MatchString(id) {
+			id = uuid.Must(uuid.NewV7()).String()
+		}
+		c.Header(RequestIDHeader, id)
+		c.Request = c.Request.WithContext(correlation.With(c.Request.Context(), id))
+		c.Next()
+	}
+}
+
+// accessLog writes one line per request once the answer is known.
+func accessLog(logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		start := time.Now()
+		c.Next()
+		status := c.Writer.Status()
+		level := slog.LevelInfo
+		if status >= http.StatusInternalServerError {
+			level = slog.LevelError
+		}
+		logger.Log(c.Request.Context(), level, "http request",
+			"method", c.Request.Method,
+			"route", routeOf(c),
+			"path", c.Request.URL.Path,
+			"status", status,
+			"duration", time.Since(start),
+			"request_id", correlation.ID(c.Request.Context()))
+	}
+}
+
+// recovery turns a panic into a masked 500 and logs it with its stack.
+func recovery(logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		defer func() {
+			rec := recover()
+			if rec == nil {
+				return
+			}
+			if rec == http.ErrAbortHandler {
+				panic(rec) // the server's own signal to drop the connection
+			}
+			logger.ErrorContext(c.Request.Context(), "panic in handler",
+				"panic", fmt.Sprint(rec), "stack", string(debug.Stack()),
+				"method", c.Request.Method, "route", routeOf(c),
+				"request_id", correlation.ID(c.Request.Context()))
+			p, _ := classify(fmt.Errorf("panic: %v", rec), nil)
+			writeProblem(c, p)
+		}()
+		c.Next()
+	}
+}
+
+// bodyLimit refuses declared oversize bodies at once and caps the others at MaxBodyBytes.
+func bodyLimit() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if c.Request.ContentLength > MaxBodyBytes {
+			writeProblem(c, tooLarge())
+			return
+		}
+		if c.Request.Body != nil {
+			c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
+		}
+		c.Next()
+	}
+}
+
+// bearerAuth accepts any of tokens. Digests are compared so neither the token nor its length leaks
+// through timing, and every token is compared so the position of a match does not either.
+type bearerAuth struct {
+	digests [][sha256.Size]byte
+}
+
+func newBearerAuth(tokens []string) (*bearerAuth, error) {
+	a := &bearerAuth{}
+	for i, t := range tokens {
+		if strings.TrimSpace(t) == "" {
+			return nil, fmt.Errorf("httpapi: API token %d is empty", i)
+		}
+		a.digests = append(a.digests, sha256.Sum256([]byte(t)))
+	}
+	return a, nil
+}
+
+func (a *bearerAuth) allowed(r *http.Request) bool {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	token = strings.TrimSpace(token)
+	if token == "" {
+		return false
+	}
+	got := sha256.Sum256([]byte(token))
+	match := 0
+	for _, d := range a.digests {
+		match |= subtle.ConstantTimeCompare(got[:], d[:])
+	}
+	return match == 1
+}
+
+func (a *bearerAuth) middleware() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if !a.allowed(c.Request) {
+			writeProblem(c, unauthorized())
+			return
+		}
+		c.Next()
+	}
+}
+
+func unauthorized() Problem {
+	return withType(Problem{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+		Detail: "a valid bearer token is required"})
+}
+
+func withType(p Problem) Problem {
+	p.Type = "urn:keelson:problem:" + p.Code
+	p.Title = http.StatusText(p.Status)
+	return p
+}

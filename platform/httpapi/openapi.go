@@ -1,0 +1,120 @@
+package httpapi
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// openAPIBase holds info, servers, bearer security, the operations routes and the shared
+// components (Problem, FieldError, Limit/Cursor/IfMatch parameters, error responses).
+//
+//go:embed openapi_base.json
+var openAPIBase []byte
+
+// operationMethods are the keys of an OpenAPI path item that are operations.
+var operationMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+// OpenAPIDocument merges the "paths" and "components" of module fragments into the base document.
+// Fragment paths are full paths ("/api/v1/conversations/{id}"). Defining one operation or one
+// component twice with different content is an error.
+func OpenAPIDocument(fragments ...[]byte) ([]byte, error) {
+	var doc map[string]any
+	if err := json.Unmarshal(openAPIBase, &doc); err != nil {
+		return nil, fmt.Errorf("httpapi: base OpenAPI document: %w", err)
+	}
+	paths := doc["paths"].(map[string]any)
+	components := doc["components"].(map[string]any)
+	for i, raw := range fragments {
+		var frag struct {
+			Paths      map[string]map[string]any `json:"paths"`
+			Components map[string]map[string]any `json:"components"`
+		}
+		if err := json.Unmarshal(raw, &frag); err != nil {
+			return nil, fmt.Errorf("httpapi: OpenAPI fragment %d: %w", i, err)
+		}
+		for path, item := range frag.Paths {
+			if err := mergeInto(paths, path, item); err != nil {
+				return nil, fmt.Errorf("httpapi: OpenAPI fragment %d: path %s: %w", i, path, err)
+			}
+		}
+		for section, entries := range frag.Components {
+			if err := mergeInto(components, section, entries); err != nil {
+				return nil, fmt.Errorf("httpapi: OpenAPI fragment %d: components.%s: %w", i, section, err)
+			}
+		}
+	}
+	return json.MarshalIndent(doc, "", "  ")
+}
+
+// mergeInto adds entries under parent[key]; an entry already there must be identical.
+func mergeInto(parent map[string]any, key string, entries map[string]any) error {
+	existing, _ := parent[key].(map[string]any)
+	if existing == nil {
+		existing = map[string]any{}
+		parent[key] = existing
+	}
+	for name, v := range entries {
+		if old, ok := existing[name]; ok && !reflect.DeepEqual(old, v) {
+			return fmt.Errorf("%q defined twice with different content", name)
+		}
+		existing[name] = v
+	}
+	return nil
+}
+
+// CheckOpenAPI compares the routes of engine with the operations of doc and returns an error
+// naming every route the document lacks and every documented operation no route serves.
+func CheckOpenAPI(engine *gin.Engine, doc []byte) error {
+	var parsed struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(doc, &parsed); err != nil {
+		return fmt.Errorf("httpapi: OpenAPI document: %w", err)
+	}
+	documented := map[string]bool{}
+	for path, item := range parsed.Paths {
+		for _, m := range operationMethods {
+			if _, ok := item[m]; ok {
+				documented[strings.ToUpper(m)+" "+path] = true
+			}
+		}
+	}
+	routed := map[string]bool{}
+	for _, r := range engine.Routes() {
+		routed[r.Method+" "+openAPIPath(r.Path)] = true
+	}
+	var problems []string
+	for op := range routed {
+		if !documented[op] {
+			problems = append(problems, "route not in the OpenAPI document: "+op)
+		}
+	}
+	for op := range documented {
+		if !routed[op] {
+			problems = append(problems, "documented operation without a route: "+op)
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	sort.Strings(problems)
+	return errors.New(strings.Join(problems, "\n"))
+}
+
+// openAPIPath turns gin's "/a/:id/*rest" into OpenAPI's "/a/{id}/{rest}".
+func openAPIPath(ginPath string) string {
+	segments := strings.Split(ginPath, "/")
+	for i, s := range segments {
+		if strings.HasPrefix(s, ":") || strings.HasPrefix(s, "*") {
+			segments[i] = "{" + s[1:] + "}"
+		}
+	}
+	return strings.Join(segments, "/")
+}

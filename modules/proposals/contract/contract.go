@@ -1,0 +1,85 @@
+// Package contract is what other modules may know of the proposals module: the events it
+// publishes and consumes, and the actions a proposal can carry.
+package contract
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Integration events published by the proposals module (public webhook event types).
+const (
+	EventProposalCreated  = "proposal.created"
+	EventProposalAccepted = "proposal.accepted"
+	EventProposalRejected = "proposal.rejected"
+	EventProposalApplied  = "proposal.applied"
+)
+
+// EventActionResult is published by the module that applied an accepted proposal.
+const EventActionResult = "assistant.action_result"
+
+// Actions a proposal can carry; the module owning the data applies them.
+const (
+	ActionRenameConversation        = "rename_conversation"
+	ActionCreateWebhookSubscription = "create_webhook_subscription"
+)
+
+// Action is one proposed change: its type and its parameters (a JSON object).
+type Action struct {
+	Type   string          `json:"type"`
+	Params json.RawMessage `json:"params"`
+}
+
+// RenameConversationParams are the params of rename_conversation.
+type RenameConversationParams struct {
+	Title string `json:"title"`
+}
+
+// CreateWebhookSubscriptionParams are the params of create_webhook_subscription.
+type CreateWebhookSubscriptionParams struct {
+	URL        string   `json:"url"`
+	EventTypes []string `json:"event_types"`
+}
+
+// ProposalCreated is the payload of proposal.created.
+type ProposalCreated struct {
+	ProposalID     uuid.UUID `json:"proposal_id"`
+	ConversationID uuid.UUID `json:"conversation_id"`
+	Action         Action    `json:"action"`
+	Rationale      string    `json:"rationale"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// ProposalAccepted is the payload of proposal.accepted: the owner of the data applies Action.
+type ProposalAccepted struct {
+	ProposalID     uuid.UUID `json:"proposal_id"`
+	ConversationID uuid.UUID `json:"conversation_id"`
+	Action         Action    `json:"action"`
+	DecidedAt      time.Time `json:"decided_at"`
+}
+
+// ProposalRejected is the payload of proposal.rejected.
+type ProposalRejected struct {
+	ProposalID     uuid.UUID `json:"proposal_id"`
+	ConversationID uuid.UUID `json:"conversation_id"`
+	Action         Action    `json:"action"`
+	Reason         string    `json:"reason"`
+	DecidedAt      time.Time `json:"decided_at"`
+}
+
+// ProposalApplied is the payload of proposal.applied.
+type ProposalApplied struct {
+	ProposalID     uuid.UUID `json:"proposal_id"`
+	ConversationID uuid.UUID `json:"conversation_id"`
+	Action         Action    `json:"action"`
+	AppliedAt      time.Time `json:"applied_at"`
+}
+
+// ActionResult is the payload of assistant.action_result: Applied, or not with Error saying why.
+type ActionResult struct {
+	ProposalID uuid.UUID `json:"proposal_id"`
+	Applied    bool      `json:"applied"`
+	Error      string    `json:"error,omitempty"`
+}

@@ -1,0 +1,154 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/modules/webhooks/contract"
+	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/concurrency"
+	"github.com/keelson/keelson/platform/messaging"
+)
+
+// Attempt is one HTTP request made for a delivery, whatever its outcome.
+type Attempt struct {
+	ID              uuid.UUID `gorm:"column:id;primaryKey"`
+	DeliveryID      uuid.UUID `gorm:"column:delivery_id"`
+	Number          int       `gorm:"column:number"`
+	Trigger         Trigger   `gorm:"column:trigger"`
+	StartedAt       time.Time `gorm:"column:started_at"`
+	DurationMS      int       `gorm:"column:duration_ms"`
+	StatusCode      *int      `gorm:"column:status_code"`
+	ErrorClass      string    `gorm:"column:error_class"`
+	Error           string    `gorm:"column:error"`
+	ResponseExcerpt string    `gorm:"column:response_excerpt"`
+}
+
+// TableName is the module's table.
+func (Attempt) TableName() string { return "webhook_attempts" }
+
+// handleDeliveryRequested attempts one claimed delivery. The claim is checked first, so a stale or
+// duplicated message costs one read and sends nothing. The outcome is committed with the xmin check:
+// if a redelivery changed the row meanwhile, this outcome is dropped and the redelivery's attempt counts.
+func (s *Service) handleDeliveryRequested(ctx context.Context, e messaging.Event) error {
+	var req contract.DeliveryRequestedPayload
+	if err := e.Decode(&req); err != nil {
+		return err
+	}
+	d, err := s.store.delivery(ctx, req.DeliveryID)
+	if errors.Is(err, apperr.ErrNotFound) {
+		s.log.Warn("delivery requested for an unknown delivery", "delivery_id", req.DeliveryID)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !d.IsClaimedBy(req.ClaimID) {
+		s.metrics.stale.Inc()
+		return nil
+	}
+	sub, err := s.store.subscriptionForSending(ctx, d.SubscriptionID)
+	if err != nil {
+		return err
+	}
+	if !sub.active() {
+		return s.giveUp(ctx, d, "subscription deleted or disabled: not sent")
+	}
+	ev, err := s.store.event(ctx, d.EventID)
+	if err != nil {
+		return err
+	}
+	body, err := ev.body()
+	if err != nil {
+		return err
+	}
+	keys, err := sub.signingKeys(s.now())
+	if err != nil {
+		return err
+	}
+
+	res := s.sender.send(ctx, outgoing{URL: sub.URL, MessageID: ev.ID, Body: body, Keys: keys})
+	s.metrics.observeAttempt(res)
+	return s.recordOutcome(ctx, d, res)
+}
+
+// recordOutcome stores the attempt and the delivery's new state in one unit of work.
+func (s *Service) recordOutcome(ctx context.Context, d *Delivery, res sendResult) error {
+	attemptID, err := uuid.NewV7()
+	if err != nil {
+		return err
+	}
+	attempt := &Attempt{
+		ID: attemptID, DeliveryID: d.ID, Number: d.NextAttemptNumber(), Trigger: d.NextTrigger,
+		StartedAt: res.StartedAt.UTC().Truncate(time.Microsecond), DurationMS: int(res.Duration.Milliseconds()),
+		ErrorClass: res.ErrorClass, Error: res.Error, ResponseExcerpt: res.Excerpt,
+	}
+	if res.StatusCode != 0 {
+		code := res.StatusCode
+		attempt.StatusCode = &code
+	}
+	outcome := "succeeded"
+	err = s.db.WithTx(ctx, func(ctx context.Context) error {
+		if err := s.store.insertAttempt(ctx, attempt); err != nil {
+			return fmt.Errorf("store attempt: %w", err)
+		}
+		now := s.now()
+		final := false
+		if res.Succeeded() {
+			d.MarkSucceeded(now, res.StatusCode)
+		} else {
+			final = d.MarkFailed(now, res.StatusCode, res.ErrorClass+": "+res.Error, s.cfg.RetrySchedule, s.jitter)
+			outcome = "retrying"
+			if final {
+				outcome = "failed"
+			}
+		}
+		if err := s.store.saveDelivery(ctx, d); err != nil {
+			return err
+		}
+		if final {
+			return s.publishFailed(ctx, d)
+		}
+		return nil
+	})
+	if errors.Is(err, concurrency.ErrConflict) {
+		s.log.Info("delivery changed while it was being sent (redelivered): outcome dropped",
+			"delivery_id", d.ID, "attempt", attempt.Number)
+		s.metrics.outcome("dropped")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.metrics.outcome(outcome)
+	return nil
+}
+
+// giveUp fails a delivery whose subscription no longer takes events; nothing is sent.
+func (s *Service) giveUp(ctx context.Context, d *Delivery, reason string) error {
+	d.GiveUp(s.now(), reason)
+	err := s.db.WithTx(ctx, func(ctx context.Context) error { return s.store.saveDelivery(ctx, d) })
+	if errors.Is(err, concurrency.ErrConflict) {
+		return nil
+	}
+	if err == nil {
+		s.metrics.outcome("cancelled")
+	}
+	return err
+}
+
+// publishFailed tells other modules a delivery exhausted its schedule.
+func (s *Service) publishFailed(ctx context.Context, d *Delivery) error {
+	e, err := messaging.NewEvent(ctx, contract.Source, contract.DeliveryFailed, contract.DeliveryFailedPayload{
+		DeliveryID: d.ID, SubscriptionID: d.SubscriptionID, EventID: d.EventID, EventType: d.EventType,
+		AttemptCount: d.AttemptCount, LastStatusCode: d.LastStatusCode, LastError: d.LastError,
+	})
+	if err != nil {
+		return err
+	}
+	return s.events.Publish(ctx, e)
+}

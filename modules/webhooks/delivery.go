@@ -1,0 +1,134 @@
+package webhooks
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/platform/concurrency"
+)
+
+// DeliveryStatus is where a delivery stands.
+type DeliveryStatus string
+
+// Delivery statuses: pending until it succeeds or its retry schedule is exhausted.
+const (
+	StatusPending   DeliveryStatus = "pending"
+	StatusSucceeded DeliveryStatus = "succeeded"
+	StatusFailed    DeliveryStatus = "failed"
+)
+
+// Trigger says why an attempt was made.
+type Trigger string
+
+// Attempts made by the schedule (the first and the retries) are scheduled; those caused by a
+// redelivery request are redeliver.
+const (
+	TriggerScheduled Trigger = "scheduled"
+	TriggerRedeliver Trigger = "redeliver"
+)
+
+// Delivery is one event to one subscription. While pending it is owned by whoever holds ClaimID;
+// every change is saved with the xmin check, so of two writers that loaded the same version only
+// the first to commit wins, and the other gets a *concurrency.ConflictError.
+type Delivery struct {
+	ID             uuid.UUID      `gorm:"column:id;primaryKey"`
+	SubscriptionID uuid.UUID      `gorm:"column:subscription_id"`
+	EventID        string         `gorm:"column:event_id"`
+	EventType      string         `gorm:"column:event_type"`
+	Status         DeliveryStatus `gorm:"column:status"`
+	AttemptCount   int            `gorm:"column:attempt_count"`
+	// RoundFailures counts failed attempts since creation or the last redelivery; it indexes the retry schedule.
+	RoundFailures  int        `gorm:"column:round_failures"`
+	NextTrigger    Trigger    `gorm:"column:next_trigger"`
+	NextAttemptAt  *time.Time `gorm:"column:next_attempt_at"` // due time, or the end of the lease while claimed
+	ClaimID        *uuid.UUID `gorm:"column:claim_id"`
+	LastStatusCode *int       `gorm:"column:last_status_code"`
+	LastError      string     `gorm:"column:last_error"`
+	CreatedAt      time.Time  `gorm:"column:created_at"`
+	UpdatedAt      time.Time  `gorm:"column:updated_at"`
+
+	Version concurrency.RowVersion `gorm:"column:xmin;->;-:migration;default:(-)"`
+}
+
+// TableName is the module's table.
+func (Delivery) TableName() string { return "webhook_deliveries" }
+
+// newDelivery is born pending and claimed: its DeliveryRequested leaves in the same transaction.
+func newDelivery(sub *Subscription, eventID, eventType string, now time.Time, lease time.Duration) (*Delivery, uuid.UUID, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, uuid.Nil, err
+	}
+	d := &Delivery{
+		ID: id, SubscriptionID: sub.ID, EventID: eventID, EventType: eventType,
+		Status: StatusPending, NextTrigger: TriggerScheduled, CreatedAt: now, UpdatedAt: now,
+	}
+	return d, d.Claim(now, lease), nil
+}
+
+// Claim takes ownership of a pending delivery: a fresh claim id, and next_attempt_at pushed to the
+// end of the lease so the sweep leaves it alone until the holder had ample time to finish.
+func (d *Delivery) Claim(now time.Time, lease time.Duration) uuid.UUID {
+	claim := uuid.New()
+	due := now.Add(lease)
+	d.ClaimID, d.NextAttemptAt, d.UpdatedAt = &claim, &due, now
+	return claim
+}
+
+// IsClaimedBy is true when the delivery is pending and claim is its current claim: only then may
+// the holder send. A stale or duplicated request fails this check and sends nothing.
+func (d *Delivery) IsClaimedBy(claim uuid.UUID) bool {
+	return d.Status == StatusPending && d.ClaimID != nil && *d.ClaimID == claim
+}
+
+// NextAttemptNumber is the number the next attempt gets.
+func (d *Delivery) NextAttemptNumber() int { return d.AttemptCount + 1 }
+
+// MarkSucceeded ends the delivery after a 2xx and clears the claim.
+func (d *Delivery) MarkSucceeded(now time.Time, statusCode int) {
+	d.AttemptCount++
+	d.Status, d.ClaimID, d.NextAttemptAt = StatusSucceeded, nil, nil
+	d.LastStatusCode, d.LastError = &statusCode, ""
+	d.UpdatedAt = now
+}
+
+// MarkFailed records a failed attempt and clears the claim. It schedules the next attempt after
+// schedule[n] (n = failures in this round) with jitter, or gives up (final = true) once the schedule is exhausted.
+func (d *Delivery) MarkFailed(now time.Time, statusCode int, message string, schedule []time.Duration, jitter func(time.Duration) time.Duration) (final bool) {
+	d.AttemptCount++
+	d.RoundFailures++
+	d.ClaimID = nil
+	d.LastStatusCode = nil
+	if statusCode != 0 {
+		d.LastStatusCode = &statusCode
+	}
+	d.LastError = message
+	d.UpdatedAt = now
+	if d.RoundFailures > len(schedule) {
+		d.Status, d.NextAttemptAt = StatusFailed, nil
+		return true
+	}
+	due := now.Add(jitter(schedule[d.RoundFailures-1]))
+	d.NextAttemptAt, d.NextTrigger = &due, TriggerScheduled
+	return false
+}
+
+// GiveUp ends a pending delivery without sending, e.g. when its subscription was deleted or disabled.
+func (d *Delivery) GiveUp(now time.Time, reason string) {
+	d.Status, d.ClaimID, d.NextAttemptAt = StatusFailed, nil, nil
+	d.LastError = reason
+	d.UpdatedAt = now
+}
+
+// Redeliver makes the delivery pending again in any status, with a fresh retry round, and claims it.
+func (d *Delivery) Redeliver(now time.Time, lease time.Duration) uuid.UUID {
+	d.Status, d.RoundFailures, d.NextTrigger = StatusPending, 0, TriggerRedeliver
+	return d.Claim(now, lease)
+}
+
+// jitter spreads a retry delay uniformly over ±20 % so failing receivers are not hit in lockstep.
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}

@@ -1,0 +1,186 @@
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/modules/webhooks/contract"
+	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/messaging"
+)
+
+// SourceEventTypes are the integration events of the other modules that become webhook events.
+func SourceEventTypes() []string {
+	return []string{
+		"conversation.created",
+		"conversation.renamed",
+		"conversation.message.created",
+		"proposal.created",
+		"proposal.accepted",
+		"proposal.rejected",
+		"proposal.applied",
+	}
+}
+
+// eventIDPattern is what a client-chosen event id may look like.
+var eventIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// eventRecord is a webhook event: what every delivery of it sends.
+type eventRecord struct {
+	ID        string          `gorm:"column:id;primaryKey"`
+	Type      string          `gorm:"column:type"`
+	Data      json.RawMessage `gorm:"column:data"`
+	CreatedAt time.Time       `gorm:"column:created_at"`
+}
+
+func (eventRecord) TableName() string { return "webhook_events" }
+
+// body is the request body every attempt sends: built from the stored event, so every attempt
+// sends the same bytes.
+func (e *eventRecord) body() ([]byte, error) {
+	return json.Marshal(struct {
+		ID        string          `json:"id"`
+		Type      string          `json:"type"`
+		Timestamp time.Time       `json:"timestamp"`
+		Data      json.RawMessage `json:"data"`
+	}{e.ID, e.Type, e.CreatedAt.UTC(), e.Data})
+}
+
+// EventInput is an event to deliver. ID "" gets a generated one; the same ID again is a no-op.
+type EventInput struct {
+	ID   string
+	Type string
+	Data json.RawMessage
+}
+
+// Ingested says what became of an event: its deliveries, or the first event with that id.
+type Ingested struct {
+	ID         string
+	Type       string
+	Deliveries int
+	Duplicate  bool
+}
+
+// validate checks a client's event.
+func (in *EventInput) validate() error {
+	var v apperr.Validator
+	if in.ID != "" {
+		v.Check(eventIDPattern.MatchString(in.ID), "id", "must be 1–128 letters, digits, \"_\" or \"-\"")
+	}
+	checkErr(&v, "type", validateEventType(in.Type))
+	trimmed := bytes.TrimSpace(in.Data)
+	v.Check(len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(trimmed), "data", "must be a JSON object")
+	return v.Err()
+}
+
+// PublishEvent ingests a client's event (POST /events).
+func (s *Service) PublishEvent(ctx context.Context, in EventInput) (Ingested, error) {
+	if err := in.validate(); err != nil {
+		return Ingested{}, err
+	}
+	if in.ID == "" {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return Ingested{}, err
+		}
+		in.ID = id.String()
+	}
+	return s.ingest(ctx, in)
+}
+
+// handleIntegrationEvent turns another module's integration event into a webhook event with the same
+// id, type and payload; a redelivered message finds its event already stored and fans out nothing.
+func (s *Service) handleIntegrationEvent(ctx context.Context, e messaging.Event) error {
+	data := e.Payload
+	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
+		// Webhook data is an object: a payload of another shape is wrapped rather than lost.
+		wrapped, err := json.Marshal(map[string]json.RawMessage{"value": orNull(data)})
+		if err != nil {
+			return err
+		}
+		data = wrapped
+	}
+	if !eventIDPattern.MatchString(e.ID) {
+		s.log.Error("integration event id cannot be a webhook event id", "event_id", e.ID, "type", e.Type)
+		return nil
+	}
+	_, err := s.ingest(ctx, EventInput{ID: e.ID, Type: e.Type, Data: data})
+	return err
+}
+
+func orNull(b json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+// ingest stores the event and, in the same unit of work, one claimed delivery per matching active
+// subscription and one DeliveryRequested per delivery in the outbox: all of it commits, or none.
+func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {
+	out := Ingested{ID: in.ID, Type: in.Type}
+	err := s.db.WithTx(ctx, func(ctx context.Context) error {
+		now := s.now()
+		ev := &eventRecord{ID: in.ID, Type: in.Type, Data: in.Data, CreatedAt: now}
+		inserted, err := s.store.insertEvent(ctx, ev)
+		if err != nil {
+			return fmt.Errorf("store event: %w", err)
+		}
+		if !inserted {
+			first, err := s.store.event(ctx, in.ID)
+			if err != nil {
+				return err
+			}
+			n, err := s.store.countDeliveries(ctx, in.ID)
+			if err != nil {
+				return err
+			}
+			out = Ingested{ID: first.ID, Type: first.Type, Deliveries: n, Duplicate: true}
+			return nil
+		}
+		subs, err := s.store.activeSubscriptions(ctx)
+		if err != nil {
+			return fmt.Errorf("load subscriptions: %w", err)
+		}
+		var deliveries []*Delivery
+		var requests []messaging.Event
+		for i := range subs {
+			if !subs[i].wants(in.Type) {
+				continue
+			}
+			d, claim, err := newDelivery(&subs[i], in.ID, in.Type, now, s.cfg.ClaimLease)
+			if err != nil {
+				return err
+			}
+			req, err := s.deliveryRequested(ctx, d.ID, claim)
+			if err != nil {
+				return err
+			}
+			deliveries = append(deliveries, d)
+			requests = append(requests, req)
+		}
+		if err := s.store.createDeliveries(ctx, deliveries); err != nil {
+			return fmt.Errorf("store deliveries: %w", err)
+		}
+		if len(requests) > 0 {
+			if err := s.events.Publish(ctx, requests...); err != nil {
+				return fmt.Errorf("publish delivery requests: %w", err)
+			}
+		}
+		out.Deliveries = len(deliveries)
+		return nil
+	})
+	return out, err
+}
+
+// deliveryRequested is the outbox message asking a consumer to attempt a claimed delivery.
+func (s *Service) deliveryRequested(ctx context.Context, deliveryID, claim uuid.UUID) (messaging.Event, error) {
+	return messaging.NewEvent(ctx, contract.Source, contract.DeliveryRequested,
+		contract.DeliveryRequestedPayload{DeliveryID: deliveryID, ClaimID: claim})
+}

@@ -1,0 +1,374 @@
+package webhooks
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/platform/httpapi"
+)
+
+// mountRoutes mounts the API.md webhooks routes on /api/v1/webhooks.
+func mountRoutes(g *gin.RouterGroup, s *Service) {
+	h := handlers{s: s}
+	g.POST("/subscriptions", httpapi.H(h.createSubscription))
+	g.GET("/subscriptions", httpapi.H(h.listSubscriptions))
+	g.GET("/subscriptions/:id", httpapi.H(h.getSubscription))
+	g.PATCH("/subscriptions/:id", httpapi.H(h.updateSubscription))
+	g.DELETE("/subscriptions/:id", httpapi.H(h.deleteSubscription))
+	g.POST("/subscriptions/:id/rotate-secret", httpapi.H(h.rotateSecret))
+	g.POST("/events", httpapi.H(h.publishEvent))
+	g.GET("/deliveries", httpapi.H(h.listDeliveries))
+	g.GET("/deliveries/:id", httpapi.H(h.getDelivery))
+	g.POST("/deliveries/:id/redeliver", httpapi.H(h.redeliver))
+}
+
+type handlers struct{ s *Service }
+
+func ifMatch(c *gin.Context) VersionCheck {
+	return func(v string) error { return httpapi.IfMatch(c, v) }
+}
+
+// --- subscriptions
+
+type createSubscriptionRequest struct {
+	URL         string   `json:"url"`
+	EventTypes  []string `json:"event_types"`
+	Description string   `json:"description"`
+	Secret      string   `json:"secret"`
+	Enabled     *bool    `json:"enabled"`
+}
+
+type updateSubscriptionRequest struct {
+	URL         *string   `json:"url"`
+	EventTypes  *[]string `json:"event_types"`
+	Description *string   `json:"description"`
+	Enabled     *bool     `json:"enabled"`
+}
+
+type subscriptionResponse struct {
+	ID          uuid.UUID `json:"id"`
+	URL         string    `json:"url"`
+	EventTypes  []string  `json:"event_types"`
+	Description string    `json:"description"`
+	Enabled     bool      `json:"enabled"`
+	Secret      string    `json:"secret,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	Version     string    `json:"version"`
+}
+
+// toSubscriptionResponse never includes the secret; create and rotate add it explicitly.
+func toSubscriptionResponse(s Subscription) subscriptionResponse {
+	types := []string(s.EventTypes)
+	if types == nil {
+		types = []string{}
+	}
+	return subscriptionResponse{
+		ID: s.ID, URL: s.URL, EventTypes: types, Description: s.Description, Enabled: s.Enabled,
+		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(), Version: s.Version.String(),
+	}
+}
+
+func (h handlers) createSubscription(c *gin.Context) error {
+	var req createSubscriptionRequest
+	if err := httpapi.BindJSON(c, &req); err != nil {
+		return err
+	}
+	sub, secret, err := h.s.CreateSubscription(c.Request.Context(), SubscriptionInput{
+		URL: req.URL, EventTypes: req.EventTypes, Description: req.Description, Secret: req.Secret, Enabled: req.Enabled,
+	})
+	if err != nil {
+		return err
+	}
+	resp := toSubscriptionResponse(sub)
+	resp.Secret = secret
+	c.Header("Location", c.Request.URL.Path+"/"+sub.ID.String())
+	httpapi.SetETag(c, resp.Version)
+	c.JSON(http.StatusCreated, resp)
+	return nil
+}
+
+type subscriptionCursor struct {
+	After uuid.UUID `json:"after"`
+}
+
+func (h handlers) listSubscriptions(c *gin.Context) error {
+	page, err := httpapi.ParsePage(c)
+	if err != nil {
+		return err
+	}
+	var cur subscriptionCursor
+	if err := httpapi.DecodeCursor(page.Cursor, &cur); err != nil {
+		return err
+	}
+	subs, err := h.s.Subscriptions(c.Request.Context(), cur.After, page.Limit+1)
+	if err != nil {
+		return err
+	}
+	next := ""
+	if len(subs) > page.Limit {
+		subs = subs[:page.Limit]
+		next = httpapi.EncodeCursor(subscriptionCursor{After: subs[len(subs)-1].ID})
+	}
+	items := make([]subscriptionResponse, len(subs))
+	for i, s := range subs {
+		items[i] = toSubscriptionResponse(s)
+	}
+	c.JSON(http.StatusOK, httpapi.NewList(items, next))
+	return nil
+}
+
+func (h handlers) getSubscription(c *gin.Context) error {
+	id, err := httpapi.PathUUID(c, "id")
+	if err != nil {
+		return err
+	}
+	sub, err := h.s.Subscription(c.Request.Context(), id)
+	if err != nil {
+		return err
+	}
+	resp := toSubscriptionResponse(sub)
+	httpapi.SetETag(c, resp.Version)
+	c.JSON(http.StatusOK, resp)
+	return nil
+}
+
+func (h handlers) updateSubscription(c *gin.Context) error {
+	id, err := httpapi.PathUUID(c, "id")
+	if err != nil {
+		return err
+	}
+	var req updateSubscriptionRequest
+	if err := httpapi.BindJSON(c, &req); err != nil {
+		return err
+	}
+	sub, err := h.s.UpdateSubscription(c.Request.Context(), id, SubscriptionPatch{
+		URL: req.URL, EventTypes: req.EventTypes, Description: req.Description, Enabled: req.Enabled,
+	}, ifMatch(c))
+	if err != nil {
+		return err
+	}
+	resp := toSubscriptionResponse(sub)
+	httpapi.SetETag(c, resp.Version)
+	c.JSON(http.StatusOK, resp)
+	return nil
+}
+
+func (h handlers) deleteSubscription(c *gin.Context) error {
+	id, err := httpapi.PathUUID(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := h.s.DeleteSubscription(c.Request.Context(), id, ifMatch(c)); err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
+func (h handlers) rotateSecret(c *gin.Context) error {
+	id, err := httpapi.PathUUID(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := httpapi.BindJSON(c, &struct{}{}, httpapi.AllowEmpty); err != nil {
+		return err
+	}
+	sub, secret, err := h.s.RotateSecret(c.Request.Context(), id, ifMatch(c))
+	if err != nil {
+		return err
+	}
+	resp := toSubscriptionResponse(sub)
+	resp.Secret = secret
+	httpapi.SetETag(c, resp.Version)
+	c.JSON(http.StatusOK, resp)
+	return nil
+}
+
+// --- events
+
+type publishEventRequest struct {
+	ID   string          `json:"id"`
+	Type string          `json:"type"`
+	Data json.RawMessage `json:"data"`
+}
+
+type publishEventResponse struct {
+	ID         string `json:"id"`
+	Type       string `json:"type"`
+	Deliveries int    `json:"deliveries"`
+}
+
+func (h handlers) publishEvent(c *gin.Context) error {
+	var req publishEventRequest
+	if err := httpapi.BindJSON(c, &req); err != nil {
+		return err
+	}
+	res, err := h.s.PublishEvent(c.Request.Context(), EventInput{ID: req.ID, Type: req.Type, Data: req.Data})
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusAccepted, publishEventResponse{ID: res.ID, Type: res.Type, Deliveries: res.Deliveries})
+	return nil
+}
+
+// --- deliveries
+
+type deliveryResponse struct {
+	ID             uuid.UUID          `json:"id"`
+	SubscriptionID uuid.UUID          `json:"subscription_id"`
+	EventID        string             `json:"event_id"`
+	EventType      string             `json:"event_type"`
+	Status         DeliveryStatus     `json:"status"`
+	AttemptCount   int                `json:"attempt_count"`
+	NextAttemptAt  *time.Time         `json:"next_attempt_at"`
+	LastStatusCode *int               `json:"last_status_code"`
+	LastError      *string            `json:"last_error"`
+	CreatedAt      time.Time          `json:"created_at"`
+	UpdatedAt      time.Time          `json:"updated_at"`
+	Version        string             `json:"version"`
+	Attempts       *[]attemptResponse `json:"attempts,omitempty"`
+}
+
+type attemptResponse struct {
+	Number          int       `json:"number"`
+	Trigger         Trigger   `json:"trigger"`
+	StartedAt       time.Time `json:"started_at"`
+	DurationMS      int       `json:"duration_ms"`
+	StatusCode      *int      `json:"status_code"`
+	Error           *string   `json:"error"`
+	ErrorClass      *string   `json:"error_class"`
+	ResponseExcerpt string    `json:"response_excerpt"`
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func toDeliveryResponse(d Delivery) deliveryResponse {
+	var next *time.Time
+	if d.NextAttemptAt != nil && d.Status == StatusPending {
+		t := d.NextAttemptAt.UTC()
+		next = &t
+	}
+	return deliveryResponse{
+		ID: d.ID, SubscriptionID: d.SubscriptionID, EventID: d.EventID, EventType: d.EventType,
+		Status: d.Status, AttemptCount: d.AttemptCount, NextAttemptAt: next,
+		LastStatusCode: d.LastStatusCode, LastError: nullable(d.LastError),
+		CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(), Version: d.Version.String(),
+	}
+}
+
+func toAttemptResponses(as []Attempt) *[]attemptResponse {
+	out := make([]attemptResponse, len(as))
+	for i, a := range as {
+		out[i] = attemptResponse{
+			Number: a.Number, Trigger: a.Trigger, StartedAt: a.StartedAt.UTC(), DurationMS: a.DurationMS,
+			StatusCode: a.StatusCode, Error: nullable(a.Error), ErrorClass: nullable(a.ErrorClass),
+			ResponseExcerpt: a.ResponseExcerpt,
+		}
+	}
+	return &out
+}
+
+type deliveryCursor struct {
+	Before uuid.UUID `json:"before"`
+}
+
+func (h handlers) listDeliveries(c *gin.Context) error {
+	page, err := httpapi.ParsePage(c)
+	if err != nil {
+		return err
+	}
+	f, err := deliveryFilter(c)
+	if err != nil {
+		return err
+	}
+	var cur deliveryCursor
+	if err := httpapi.DecodeCursor(page.Cursor, &cur); err != nil {
+		return err
+	}
+	ds, err := h.s.Deliveries(c.Request.Context(), f, cur.Before, page.Limit+1)
+	if err != nil {
+		return err
+	}
+	next := ""
+	if len(ds) > page.Limit {
+		ds = ds[:page.Limit]
+		next = httpapi.EncodeCursor(deliveryCursor{Before: ds[len(ds)-1].ID})
+	}
+	items := make([]deliveryResponse, len(ds))
+	for i, d := range ds {
+		items[i] = toDeliveryResponse(d)
+	}
+	c.JSON(http.StatusOK, httpapi.NewList(items, next))
+	return nil
+}
+
+// deliveryFilter reads ?status, ?subscription_id and ?event_type; a bad value is 400 invalid_query.
+func deliveryFilter(c *gin.Context) (DeliveryFilter, error) {
+	var f DeliveryFilter
+	if v, ok := c.GetQuery("status"); ok && v != "" {
+		switch s := DeliveryStatus(v); s {
+		case StatusPending, StatusSucceeded, StatusFailed:
+			f.Status = s
+		default:
+			return f, httpapi.InvalidQuery("status", "must be pending, succeeded or failed")
+		}
+	}
+	if v, ok := c.GetQuery("subscription_id"); ok && v != "" {
+		id, err := uuid.Parse(v)
+		if err != nil || len(v) != 36 {
+			return f, httpapi.InvalidQuery("subscription_id", "must be a UUID")
+		}
+		f.SubscriptionID = id
+	}
+	if v, ok := c.GetQuery("event_type"); ok && v != "" {
+		if err := validateEventType(v); err != nil {
+			return f, httpapi.InvalidQuery("event_type", err.Error())
+		}
+		f.EventType = v
+	}
+	return f, nil
+}
+
+func (h handlers) getDelivery(c *gin.Context) error {
+	id, err := httpapi.PathUUID(c, "id")
+	if err != nil {
+		return err
+	}
+	d, attempts, err := h.s.Delivery(c.Request.Context(), id)
+	if err != nil {
+		return err
+	}
+	resp := toDeliveryResponse(d)
+	resp.Attempts = toAttemptResponses(attempts)
+	httpapi.SetETag(c, resp.Version)
+	c.JSON(http.StatusOK, resp)
+	return nil
+}
+
+func (h handlers) redeliver(c *gin.Context) error {
+	id, err := httpapi.PathUUID(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := httpapi.BindJSON(c, &struct{}{}, httpapi.AllowEmpty); err != nil {
+		return err
+	}
+	d, err := h.s.Redeliver(c.Request.Context(), id, ifMatch(c))
+	if err != nil {
+		return err
+	}
+	resp := toDeliveryResponse(d)
+	httpapi.SetETag(c, resp.Version)
+	c.JSON(http.StatusAccepted, resp)
+	return nil
+}

@@ -1,0 +1,51 @@
+package webhooks
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the module's Prometheus series.
+type metrics struct {
+	deliveries *prometheus.CounterVec   // outcome of each recorded attempt or give-up
+	latency    *prometheus.HistogramVec // duration of each HTTP attempt
+	backlog    prometheus.Gauge         // due pending deliveries seen by the last sweep
+	stale      prometheus.Counter       // requests dropped because their claim was no longer current
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "keelson", Subsystem: "webhooks", Name: "delivery_outcomes_total",
+			Help: "Delivery attempts recorded, by outcome: succeeded, retrying, failed (schedule exhausted), cancelled (subscription gone), dropped (lost to a redelivery).",
+		}, []string{"outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "keelson", Subsystem: "webhooks", Name: "attempt_duration_seconds",
+			Help:    "Duration of webhook HTTP attempts, by result (ok or the error class).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"result"}),
+		backlog: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "keelson", Subsystem: "webhooks", Name: "due_backlog",
+			Help: "Pending deliveries whose next attempt was due at the last sweep.",
+		}),
+		stale: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "keelson", Subsystem: "webhooks", Name: "stale_requests_total",
+			Help: "Delivery requests ignored because the delivery was no longer claimed by them.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.deliveries, m.latency, m.backlog, m.stale} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) outcome(o string) { m.deliveries.WithLabelValues(o).Inc() }
+
+func (m *metrics) observeAttempt(r sendResult) {
+	result := "ok"
+	if !r.Succeeded() {
+		result = r.ErrorClass
+	}
+	m.latency.WithLabelValues(result).Observe(r.Duration.Seconds())
+}

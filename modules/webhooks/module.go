@@ -1,0 +1,166 @@
+// Package webhooks delivers events to subscribers' HTTP endpoints: subscriptions with signed
+// secrets, fan-out of events into claimed deliveries, a consumer that sends each claimed delivery
+// once, retries swept on a schedule, redelivery on request, and the attempt log.
+package webhooks
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/keelson/keelson/migrations"
+	"github.com/keelson/keelson/modules/webhooks/contract"
+	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/jobs"
+	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/module"
+)
+
+// Name is the module's name: migration owner, consumer prefix, log attribute.
+const Name = "webhooks"
+
+// Consumers of the module.
+const (
+	fanoutConsumer   = "webhooks.fanout"
+	deliveryConsumer = "webhooks.delivery"
+	sweepSchedule    = "webhooks.sweep"
+)
+
+const defaultSweepBatch = 500
+
+//go:embed openapi.json
+var openAPIFragment []byte
+
+// Config tunes delivery (API.md, WEBHOOKS_* variables).
+type Config struct {
+	AllowPrivateTargets bool            // allow loopback, private and link-local targets (dev and tests)
+	SendTimeout         time.Duration   // HTTP timeout of one attempt
+	ClaimLease          time.Duration   // how long a claim keeps the sweep away; must exceed SendTimeout
+	SweepInterval       time.Duration   // how often due deliveries are swept
+	RetrySchedule       []time.Duration // delays after each failed attempt; attempts = len+1
+	SweepBatch          int             // due deliveries claimed per sweep; 0 = 500
+}
+
+// DefaultConfig is the configuration API.md documents.
+func DefaultConfig() Config {
+	return Config{
+		SendTimeout:   10 * time.Second,
+		ClaimLease:    2 * time.Minute,
+		SweepInterval: 5 * time.Second,
+		RetrySchedule: []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute,
+			2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour},
+	}
+}
+
+// Validate refuses a configuration under which a claim could expire while its attempt runs.
+func (c Config) Validate() error {
+	var errs []error
+	if c.SendTimeout <= 0 {
+		errs = append(errs, errors.New("webhooks: SendTimeout must be positive"))
+	}
+	if c.ClaimLease <= c.SendTimeout {
+		errs = append(errs, errors.New("webhooks: ClaimLease must exceed SendTimeout"))
+	}
+	if c.SweepInterval <= 0 {
+		errs = append(errs, errors.New("webhooks: SweepInterval must be positive"))
+	}
+	for i, d := range c.RetrySchedule {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("webhooks: RetrySchedule[%d] must be positive", i))
+		}
+	}
+	if c.SweepBatch < 0 {
+		errs = append(errs, errors.New("webhooks: SweepBatch must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Module is the webhooks module.
+type Module struct {
+	cfg     Config
+	service *Service
+}
+
+// New validates the configuration; dependencies arrive with Register.
+func New(cfg Config) (*Module, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.SweepBatch == 0 {
+		cfg.SweepBatch = defaultSweepBatch
+	}
+	cfg.RetrySchedule = append([]time.Duration(nil), cfg.RetrySchedule...)
+	return &Module{cfg: cfg}, nil
+}
+
+// Name implements module.Module.
+func (m *Module) Name() string { return Name }
+
+// Migrations implements module.Module.
+func (m *Module) Migrations() fs.FS { return migrations.For(Name) }
+
+// Register builds the service and declares routes, consumers, the sweep and the OpenAPI fragment.
+func (m *Module) Register(r *module.Registry) error {
+	svc, err := NewService(m.cfg, r.DB, r.Events, r.Logger, r.Metrics)
+	if err != nil {
+		return err
+	}
+	m.service = svc
+	r.Routes(func(api *gin.RouterGroup) { mountRoutes(api.Group("/webhooks"), svc) })
+	r.Subscribe(messaging.Subscription{Consumer: fanoutConsumer, EventTypes: SourceEventTypes(), Handle: svc.handleIntegrationEvent})
+	r.Subscribe(messaging.Subscription{Consumer: deliveryConsumer, EventTypes: []string{contract.DeliveryRequested}, Handle: svc.handleDeliveryRequested})
+	r.Schedule(jobs.Schedule{Name: sweepSchedule, Interval: m.cfg.SweepInterval, Run: svc.Sweep})
+	r.OpenAPI(openAPIFragment)
+	return m.registerProposals(r, svc)
+}
+
+// Service is the module's application service, available once Register ran (nil before).
+func (m *Module) Service() *Service { return m.service }
+
+// Service holds the module's use cases; every method joins the unit of work carried by ctx, if any.
+type Service struct {
+	cfg     Config
+	db      *database.DB
+	store   store
+	events  module.EventPublisher
+	sender  *sender
+	log     *slog.Logger
+	metrics *metrics
+	now     func() time.Time
+	jitter  func(time.Duration) time.Duration
+}
+
+// NewService wires the service; cfg must have passed Validate.
+func NewService(cfg Config, db *database.DB, events module.EventPublisher, log *slog.Logger, reg prometheus.Registerer) (*Service, error) {
+	switch {
+	case db == nil:
+		return nil, errors.New("webhooks: nil database")
+	case events == nil:
+		return nil, errors.New("webhooks: nil event publisher")
+	case log == nil:
+		return nil, errors.New("webhooks: nil logger")
+	case reg == nil:
+		return nil, errors.New("webhooks: nil metrics registerer")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.SweepBatch == 0 {
+		cfg.SweepBatch = defaultSweepBatch
+	}
+	met, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: metrics: %w", err)
+	}
+	return &Service{
+		cfg: cfg, db: db, store: store{db: db}, events: events,
+		sender: newSender(cfg.SendTimeout, cfg.AllowPrivateTargets, time.Now),
+		log:    log, metrics: met, now: database.Now, jitter: jitter,
+	}, nil
+}

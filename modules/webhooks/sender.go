@@ -1,0 +1,149 @@
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Error classes of a failed attempt (stored with the attempt, labelled in metrics).
+const (
+	errClassTimeout     = "timeout"
+	errClassConnection  = "connection"
+	errClassSSRFBlocked = "ssrf_blocked"
+	errClassHTTPStatus  = "http_status"
+	errClassRequest     = "request"
+)
+
+const (
+	// responseExcerptBytes caps what is kept of a receiver's answer.
+	responseExcerptBytes = 1024
+	// drainBytes is how much more of a body is read so the connection can be reused.
+	drainBytes = 64 << 10
+	userAgent  = "Keelson-Webhooks/1"
+)
+
+// outgoing is one signed webhook request.
+type outgoing struct {
+	URL       string
+	MessageID string   // the event id: the same on every attempt
+	Body      []byte   // signed and sent byte for byte
+	Keys      [][]byte // current secret first, then a rotated-out one still in its grace period
+}
+
+// sendResult is what one attempt observed.
+type sendResult struct {
+	StartedAt  time.Time
+	Duration   time.Duration
+	StatusCode int // 0 when no response arrived
+	ErrorClass string
+	Error      string
+	Excerpt    string
+}
+
+// Succeeded is true for a 2xx answer.
+func (r sendResult) Succeeded() bool {
+	return r.ErrorClass == "" && r.StatusCode >= 200 && r.StatusCode < 300
+}
+
+// sender posts signed webhook requests through an SSRF-guarded, redirect-refusing client.
+type sender struct {
+	client *http.Client
+	now    func() time.Time
+}
+
+func newSender(timeout time.Duration, allowPrivate bool, now func() time.Time) *sender {
+	dialer := guardedDialer(timeout, allowPrivate)
+	transport := &http.Transport{
+		Proxy:                 nil, // a proxy would connect on our behalf and bypass the dial guard
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          512,
+		MaxIdleConnsPerHost:   128,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   timeout,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &sender{
+		client: &http.Client{
+			Transport: transport,
+			Timeout:   timeout,
+			// A redirect is a failed attempt: following it would leave the URL that was validated.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		now: now,
+	}
+}
+
+// send makes one attempt with a fresh timestamp and signature over the exact body bytes.
+func (s *sender) send(ctx context.Context, out outgoing) sendResult {
+	started := s.now()
+	res := sendResult{StartedAt: started}
+	finish := func() sendResult { res.Duration = s.now().Sub(started); return res }
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, out.URL, bytes.NewReader(out.Body))
+	if err != nil {
+		res.ErrorClass, res.Error = errClassRequest, err.Error()
+		return finish()
+	}
+	ts := started.Unix()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set(headerID, out.MessageID)
+	req.Header.Set(headerTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(headerSignature, signatureHeader(out.Keys, out.MessageID, ts, out.Body))
+
+	resp, err := s.client.Do(req)
+	if err != nil {
+		res.ErrorClass, res.Error = classifyTransportError(err), err.Error()
+		return finish()
+	}
+	defer resp.Body.Close()
+	res.StatusCode = resp.StatusCode
+	excerpt, readErr := io.ReadAll(io.LimitReader(resp.Body, responseExcerptBytes))
+	res.Excerpt = cleanExcerpt(excerpt)
+	if readErr == nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainBytes))
+	}
+	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		res.ErrorClass = errClassHTTPStatus
+		res.Error = fmt.Sprintf("redirect not followed: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	case resp.StatusCode < 200 || resp.StatusCode >= 300:
+		res.ErrorClass = errClassHTTPStatus
+		res.Error = "unexpected status " + resp.Status
+	case readErr != nil:
+		// The receiver answered 2xx: the answer counts even if its body broke off.
+	}
+	return finish()
+}
+
+// classifyTransportError names why no response arrived.
+func classifyTransportError(err error) string {
+	var netErr net.Error
+	switch {
+	case errors.Is(err, errBlockedAddress):
+		return errClassSSRFBlocked
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return errClassTimeout
+	default:
+		return errClassConnection
+	}
+}
+
+// cleanExcerpt keeps valid UTF-8 without NUL bytes (PostgreSQL text refuses both), never longer than read.
+func cleanExcerpt(b []byte) string {
+	s := string(b)
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "")
+	}
+	return strings.ReplaceAll(s, "\x00", "")
+}

@@ -1,0 +1,173 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/database"
+)
+
+// store is the module's data access; every call runs in the unit of work carried by ctx, if any.
+type store struct{ db *database.DB }
+
+func (s store) conn(ctx context.Context) *gorm.DB { return s.db.Conn(ctx) }
+
+func notFound(err error, entity string, id any) error {
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return apperr.NotFound(entity, toString(id))
+	}
+	return err
+}
+
+func toString(id any) string {
+	switch v := id.(type) {
+	case string:
+		return v
+	case uuid.UUID:
+		return v.String()
+	default:
+		return ""
+	}
+}
+
+func (s store) createSubscription(ctx context.Context, sub *Subscription) error {
+	return s.conn(ctx).Create(sub).Error
+}
+
+// subscription loads a live (not deleted) subscription.
+func (s store) subscription(ctx context.Context, id uuid.UUID) (*Subscription, error) {
+	var sub Subscription
+	err := s.conn(ctx).Where("id = ? AND deleted_at IS NULL", id).Take(&sub).Error
+	if err != nil {
+		return nil, notFound(err, "subscription", id)
+	}
+	return &sub, nil
+}
+
+// subscriptionForSending loads a subscription even when deleted, so a delivery can be given up with a reason.
+func (s store) subscriptionForSending(ctx context.Context, id uuid.UUID) (*Subscription, error) {
+	var sub Subscription
+	if err := s.conn(ctx).Where("id = ?", id).Take(&sub).Error; err != nil {
+		return nil, notFound(err, "subscription", id)
+	}
+	return &sub, nil
+}
+
+func (s store) subscriptions(ctx context.Context, after uuid.UUID, limit int) ([]Subscription, error) {
+	var subs []Subscription
+	q := s.conn(ctx).Where("deleted_at IS NULL")
+	if after != uuid.Nil {
+		q = q.Where("id > ?", after)
+	}
+	err := q.Order("id").Limit(limit).Find(&subs).Error
+	return subs, err
+}
+
+// activeSubscriptions are those events fan out to.
+func (s store) activeSubscriptions(ctx context.Context) ([]Subscription, error) {
+	var subs []Subscription
+	err := s.conn(ctx).Where("enabled AND deleted_at IS NULL").Order("id").Find(&subs).Error
+	return subs, err
+}
+
+// saveSubscription writes a loaded subscription with the xmin check.
+func (s store) saveSubscription(ctx context.Context, sub *Subscription) error {
+	return s.conn(ctx).Save(sub).Error
+}
+
+// insertEvent stores an event unless one with its id exists; inserted is false for a duplicate.
+func (s store) insertEvent(ctx context.Context, ev *eventRecord) (inserted bool, err error) {
+	res := s.conn(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(ev)
+	return res.RowsAffected == 1, res.Error
+}
+
+func (s store) event(ctx context.Context, id string) (*eventRecord, error) {
+	var ev eventRecord
+	if err := s.conn(ctx).Where("id = ?", id).Take(&ev).Error; err != nil {
+		return nil, notFound(err, "event", id)
+	}
+	return &ev, nil
+}
+
+func (s store) countDeliveries(ctx context.Context, eventID string) (int, error) {
+	var n int64
+	err := s.conn(ctx).Model(&Delivery{}).Where("event_id = ?", eventID).Count(&n).Error
+	return int(n), err
+}
+
+func (s store) createDeliveries(ctx context.Context, ds []*Delivery) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	return s.conn(ctx).Create(ds).Error
+}
+
+func (s store) delivery(ctx context.Context, id uuid.UUID) (*Delivery, error) {
+	var d Delivery
+	if err := s.conn(ctx).Where("id = ?", id).Take(&d).Error; err != nil {
+		return nil, notFound(err, "delivery", id)
+	}
+	return &d, nil
+}
+
+// saveDelivery writes a loaded delivery with the xmin check: a stale one fails with a ConflictError.
+func (s store) saveDelivery(ctx context.Context, d *Delivery) error {
+	return s.conn(ctx).Save(d).Error
+}
+
+// dueDeliveries are pending rows whose next attempt (or expired lease) is due, oldest due first.
+func (s store) dueDeliveries(ctx context.Context, now time.Time, limit int) ([]*Delivery, error) {
+	var ds []*Delivery
+	err := s.conn(ctx).Where("status = ? AND next_attempt_at <= ?", StatusPending, now).
+		Order("next_attempt_at").Limit(limit).Find(&ds).Error
+	return ds, err
+}
+
+func (s store) countDue(ctx context.Context, now time.Time) (int, error) {
+	var n int64
+	err := s.conn(ctx).Model(&Delivery{}).Where("status = ? AND next_attempt_at <= ?", StatusPending, now).Count(&n).Error
+	return int(n), err
+}
+
+func (s store) insertAttempt(ctx context.Context, a *Attempt) error {
+	return s.conn(ctx).Create(a).Error
+}
+
+func (s store) attempts(ctx context.Context, deliveryID uuid.UUID) ([]Attempt, error) {
+	var as []Attempt
+	err := s.conn(ctx).Where("delivery_id = ?", deliveryID).Order("number").Find(&as).Error
+	return as, err
+}
+
+// DeliveryFilter narrows the delivery list; zero fields do not filter.
+type DeliveryFilter struct {
+	Status         DeliveryStatus
+	SubscriptionID uuid.UUID
+	EventType      string
+}
+
+// deliveries lists newest first, keyset-paginated on the (time-ordered v7) id.
+func (s store) deliveries(ctx context.Context, f DeliveryFilter, before uuid.UUID, limit int) ([]Delivery, error) {
+	q := s.conn(ctx).Model(&Delivery{})
+	if f.Status != "" {
+		q = q.Where("status = ?", f.Status)
+	}
+	if f.SubscriptionID != uuid.Nil {
+		q = q.Where("subscription_id = ?", f.SubscriptionID)
+	}
+	if f.EventType != "" {
+		q = q.Where("event_type = ?", f.EventType)
+	}
+	if before != uuid.Nil {
+		q = q.Where("id < ?", before)
+	}
+	var ds []Delivery
+	err := q.Order("id DESC").Limit(limit).Find(&ds).Error
+	return ds, err
+}

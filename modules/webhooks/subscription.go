@@ -1,0 +1,349 @@
+package webhooks
+
+import (
+	"context"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/concurrency"
+)
+
+const (
+	maxURLLength         = 2048
+	maxDescriptionLength = 1000
+)
+
+// Subscription is a receiver URL, the event types it wants, and the secret its requests are signed with.
+// It is persisted as is: the xmin row version travels with the loaded entity to the conditional UPDATE.
+type Subscription struct {
+	ID                      uuid.UUID  `gorm:"column:id;primaryKey"`
+	URL                     string     `gorm:"column:url"`
+	EventTypes              patternSet `gorm:"column:event_types"`
+	Description             string     `gorm:"column:description"`
+	Enabled                 bool       `gorm:"column:enabled"`
+	Secret                  string     `gorm:"column:secret"`
+	PreviousSecret          string     `gorm:"column:previous_secret"`
+	PreviousSecretExpiresAt *time.Time `gorm:"column:previous_secret_expires_at"`
+	CreatedAt               time.Time  `gorm:"column:created_at"`
+	UpdatedAt               time.Time  `gorm:"column:updated_at"`
+	DeletedAt               *time.Time `gorm:"column:deleted_at"`
+
+	Version concurrency.RowVersion `gorm:"column:xmin;->;-:migration;default:(-)"`
+}
+
+// TableName is the module's table.
+func (Subscription) TableName() string { return "webhook_subscriptions" }
+
+// SubscriptionInput creates a subscription. Enabled nil means true; Secret "" means generate one.
+type SubscriptionInput struct {
+	URL         string
+	EventTypes  []string
+	Description string
+	Secret      string
+	Enabled     *bool
+}
+
+// SubscriptionPatch changes a subscription; nil fields are left as they are.
+type SubscriptionPatch struct {
+	URL         *string
+	EventTypes  *[]string
+	Description *string
+	Enabled     *bool
+}
+
+// newSubscription validates the input and returns the subscription with its secret.
+func newSubscription(in SubscriptionInput, now time.Time, allowPrivate bool) (*Subscription, error) {
+	var v apperr.Validator
+	checkErr(&v, "url", validateTargetURL(in.URL, allowPrivate))
+	patterns, err := normalizePatterns(in.EventTypes)
+	checkErr(&v, "event_types", err)
+	checkErr(&v, "description", validateDescription(in.Description))
+	secret := in.Secret
+	if secret != "" {
+		_, err := secretKey(secret)
+		checkErr(&v, "secret", err)
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	if secret == "" {
+		if secret, err = newSecret(); err != nil {
+			return nil, err
+		}
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("subscription id: %w", err)
+	}
+	enabled := in.Enabled == nil || *in.Enabled
+	return &Subscription{
+		ID: id, URL: in.URL, EventTypes: patterns, Description: in.Description, Enabled: enabled,
+		Secret: secret, CreatedAt: now, UpdatedAt: now,
+	}, nil
+}
+
+// apply validates and applies a patch.
+func (s *Subscription) apply(p SubscriptionPatch, now time.Time, allowPrivate bool) error {
+	var v apperr.Validator
+	var patterns []string
+	if p.URL != nil {
+		checkErr(&v, "url", validateTargetURL(*p.URL, allowPrivate))
+	}
+	if p.EventTypes != nil {
+		var err error
+		patterns, err = normalizePatterns(*p.EventTypes)
+		checkErr(&v, "event_types", err)
+	}
+	if p.Description != nil {
+		checkErr(&v, "description", validateDescription(*p.Description))
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
+	if p.URL != nil {
+		s.URL = *p.URL
+	}
+	if p.EventTypes != nil {
+		s.EventTypes = patterns
+	}
+	if p.Description != nil {
+		s.Description = *p.Description
+	}
+	if p.Enabled != nil {
+		s.Enabled = *p.Enabled
+	}
+	s.UpdatedAt = now
+	return nil
+}
+
+// rotateSecret replaces the secret; the old one keeps signing beside it for previousSecretTTL.
+func (s *Subscription) rotateSecret(now time.Time) (string, error) {
+	secret, err := newSecret()
+	if err != nil {
+		return "", err
+	}
+	expires := now.Add(previousSecretTTL)
+	s.PreviousSecret, s.PreviousSecretExpiresAt = s.Secret, &expires
+	s.Secret = secret
+	s.UpdatedAt = now
+	return secret, nil
+}
+
+// markDeleted hides the subscription; deliveries already made keep their history.
+func (s *Subscription) markDeleted(now time.Time) {
+	s.DeletedAt = &now
+	s.Enabled = false
+	s.UpdatedAt = now
+}
+
+// active is true when events should be delivered to the subscription.
+func (s *Subscription) active() bool { return s.Enabled && s.DeletedAt == nil }
+
+// wants reports whether an event type matches one of the subscription's patterns.
+func (s *Subscription) wants(eventType string) bool {
+	return anyPatternMatches(s.EventTypes, eventType)
+}
+
+// signingKeys returns the HMAC keys a request is signed with at now: the current secret, plus the
+// previous one while its grace period lasts.
+func (s *Subscription) signingKeys(now time.Time) ([][]byte, error) {
+	key, err := secretKey(s.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("subscription %s: stored secret: %w", s.ID, err)
+	}
+	keys := [][]byte{key}
+	if s.PreviousSecret != "" && s.PreviousSecretExpiresAt != nil && now.Before(*s.PreviousSecretExpiresAt) {
+		if prev, err := secretKey(s.PreviousSecret); err == nil {
+			keys = append(keys, prev)
+		}
+	}
+	return keys, nil
+}
+
+// validateTargetURL accepts absolute http(s) URLs with a host and no credentials. A literal IP that
+// is not public is refused here (unless allowed); host names are judged at dial time by the guard.
+func validateTargetURL(raw string, allowPrivate bool) error {
+	if raw == "" {
+		return errors.New("must not be empty")
+	}
+	if len(raw) > maxURLLength {
+		return fmt.Errorf("must be at most %d characters", maxURLLength)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("must be an absolute URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return errors.New("scheme must be http or https")
+	}
+	if u.User != nil {
+		return errors.New("must not contain user information")
+	}
+	host := u.Hostname()
+	if host == "" {
+		return errors.New("must have a host")
+	}
+	if strings.ContainsAny(raw, " \t\r\n") {
+		return errors.New("must not contain whitespace")
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if ip.Zone() != "" {
+			return errors.New("must not use an IPv6 zone")
+		}
+		if !allowPrivate && !isPublicAddress(ip) {
+			return errors.New("must not target a private, loopback, link-local or otherwise non-public address")
+		}
+	}
+	return nil
+}
+
+func validateDescription(d string) error {
+	if len([]rune(d)) > maxDescriptionLength {
+		return fmt.Errorf("must be at most %d characters", maxDescriptionLength)
+	}
+	return nil
+}
+
+// checkErr records err's message for field when err is not nil.
+func checkErr(v *apperr.Validator, field string, err error) {
+	if err != nil {
+		v.Check(false, field, err.Error())
+	}
+}
+
+// patternSet is a list of event type patterns stored as a JSON array.
+type patternSet []string
+
+// Value stores the list as jsonb.
+func (p patternSet) Value() (driver.Value, error) {
+	if p == nil {
+		return "[]", nil
+	}
+	b, err := json.Marshal([]string(p))
+	return string(b), err
+}
+
+// Scan reads the jsonb array.
+func (p *patternSet) Scan(src any) error {
+	var b []byte
+	switch v := src.(type) {
+	case []byte:
+		b = v
+	case string:
+		b = []byte(v)
+	case nil:
+		*p = nil
+		return nil
+	default:
+		return fmt.Errorf("event_types: cannot scan %T", src)
+	}
+	return json.Unmarshal(b, (*[]string)(p))
+}
+
+// CreateSubscription validates and stores a subscription; it returns the secret, shown only now.
+// It joins the unit of work in ctx, so an in-process caller can create one within its own transaction.
+func (s *Service) CreateSubscription(ctx context.Context, in SubscriptionInput) (Subscription, string, error) {
+	sub, err := newSubscription(in, s.now(), s.cfg.AllowPrivateTargets)
+	if err != nil {
+		return Subscription{}, "", err
+	}
+	if err := s.store.createSubscription(ctx, sub); err != nil {
+		return Subscription{}, "", err
+	}
+	return *sub, sub.Secret, nil
+}
+
+// Subscription returns one live subscription.
+func (s *Service) Subscription(ctx context.Context, id uuid.UUID) (Subscription, error) {
+	sub, err := s.store.subscription(ctx, id)
+	if err != nil {
+		return Subscription{}, err
+	}
+	return *sub, nil
+}
+
+// Subscriptions lists live subscriptions, oldest first, after the given id.
+func (s *Service) Subscriptions(ctx context.Context, after uuid.UUID, limit int) ([]Subscription, error) {
+	return s.store.subscriptions(ctx, after, limit)
+}
+
+// UpdateSubscription applies a patch; check sees the current version first (If-Match).
+func (s *Service) UpdateSubscription(ctx context.Context, id uuid.UUID, p SubscriptionPatch, check VersionCheck) (Subscription, error) {
+	var out Subscription
+	err := s.db.WithTx(ctx, func(ctx context.Context) error {
+		sub, err := s.store.subscription(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := check.run(sub.Version.String()); err != nil {
+			return err
+		}
+		if err := sub.apply(p, s.now(), s.cfg.AllowPrivateTargets); err != nil {
+			return err
+		}
+		if err := s.store.saveSubscription(ctx, sub); err != nil {
+			return err
+		}
+		out = *sub
+		return nil
+	})
+	return out, err
+}
+
+// RotateSecret replaces the secret and returns the new one; the old one signs beside it for 24 h.
+func (s *Service) RotateSecret(ctx context.Context, id uuid.UUID, check VersionCheck) (Subscription, string, error) {
+	var out Subscription
+	var secret string
+	err := s.db.WithTx(ctx, func(ctx context.Context) error {
+		sub, err := s.store.subscription(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := check.run(sub.Version.String()); err != nil {
+			return err
+		}
+		if secret, err = sub.rotateSecret(s.now()); err != nil {
+			return err
+		}
+		if err := s.store.saveSubscription(ctx, sub); err != nil {
+			return err
+		}
+		out = *sub
+		return nil
+	})
+	return out, secret, err
+}
+
+// DeleteSubscription hides a subscription; its pending deliveries are given up when next attempted.
+func (s *Service) DeleteSubscription(ctx context.Context, id uuid.UUID, check VersionCheck) error {
+	return s.db.WithTx(ctx, func(ctx context.Context) error {
+		sub, err := s.store.subscription(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := check.run(sub.Version.String()); err != nil {
+			return err
+		}
+		sub.markDeleted(s.now())
+		return s.store.saveSubscription(ctx, sub)
+	})
+}
+
+// VersionCheck sees the current version of an entity before it is changed (If-Match); nil accepts any.
+type VersionCheck func(currentVersion string) error
+
+func (c VersionCheck) run(version string) error {
+	if c == nil {
+		return nil
+	}
+	return c(version)
+}

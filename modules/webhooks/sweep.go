@@ -1,0 +1,58 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/keelson/keelson/platform/concurrency"
+	"github.com/keelson/keelson/platform/messaging"
+)
+
+// Sweep claims due deliveries (retries whose time has come, and claims whose lease expired because a
+// message or a process was lost) and requests each of them, all in one unit of work. If a redelivery
+// changed one of the rows meanwhile, the whole batch rolls back — claims and outbox rows — and the
+// next sweep takes the rest: no retry loop.
+func (s *Service) Sweep(ctx context.Context) error {
+	now := s.now()
+	if due, err := s.store.countDue(ctx, now); err == nil {
+		s.metrics.backlog.Set(float64(due))
+	}
+	claimed := 0
+	err := s.db.WithTx(ctx, func(ctx context.Context) error {
+		due, err := s.store.dueDeliveries(ctx, now, s.cfg.SweepBatch)
+		if err != nil {
+			return fmt.Errorf("load due deliveries: %w", err)
+		}
+		requests := make([]messaging.Event, 0, len(due))
+		for _, d := range due {
+			claim := d.Claim(now, s.cfg.ClaimLease)
+			if err := s.store.saveDelivery(ctx, d); err != nil {
+				return err
+			}
+			req, err := s.deliveryRequested(ctx, d.ID, claim)
+			if err != nil {
+				return err
+			}
+			requests = append(requests, req)
+		}
+		if len(requests) > 0 {
+			if err := s.events.Publish(ctx, requests...); err != nil {
+				return fmt.Errorf("publish delivery requests: %w", err)
+			}
+		}
+		claimed = len(requests)
+		return nil
+	})
+	if errors.Is(err, concurrency.ErrConflict) {
+		s.log.Info("sweep lost a race with a redelivery; batch rolled back, the next sweep takes the rest", "error", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if claimed > 0 {
+		s.log.Debug("sweep claimed due deliveries", "count", claimed)
+	}
+	return nil
+}

@@ -35,7 +35,7 @@ type Handler func(ctx context.Context, job Job) error
 // KindOptions tune one job kind. Zero values take the defaults.
 type KindOptions struct {
 	MaxAttempts int           // default 5
-	Timeout     time.Duration // deadline of one attempt; default 1m, must be shorter than the lease
+	Timeout     time.Duration // deadline of one attempt; default 1m (the lease is extended while it runs)
 }
 
 // Kind registers a handler for a job kind.
@@ -43,6 +43,23 @@ type Kind struct {
 	Name    string
 	Handle  Handler
 	Options KindOptions
+}
+
+// Status is where a job is in its life.
+type Status string
+
+// Job statuses, as stored in jobs.status.
+const (
+	StatusPending    Status = "pending"
+	StatusProcessing Status = "processing"
+	StatusCompleted  Status = "completed"
+	StatusFailed     Status = "failed"
+	StatusCancelled  Status = "cancelled"
+)
+
+// allStatuses lists every status, for the depth gauge.
+func allStatuses() []Status {
+	return []Status{StatusPending, StatusProcessing, StatusCompleted, StatusFailed, StatusCancelled}
 }
 
 // EnqueueOptions tune one enqueue. Zero values take the kind's defaults.

@@ -1,0 +1,182 @@
+package messaging
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/components/forwarder"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/keelson/keelson/platform/database"
+)
+
+// Bus runs, in every replica, the outbox forwarders (outbox → RabbitMQ) and the consumers
+// (RabbitMQ → module handlers). Events enter the outbox through outbox.Publisher.
+type Bus struct {
+	cfg     Config
+	db      *database.DB
+	logger  *slog.Logger
+	wlogger watermill.LoggerAdapter
+	metrics *metrics
+	subs    []Subscription
+
+	pubBroker *broker // forwarders and dead-lettering
+	subBroker *broker // consumers, so publisher flow control never stalls them
+
+	ready   chan struct{}
+	runOnce sync.Once
+}
+
+// New checks cfg and the subscriptions and registers the metrics; it does not connect.
+func New(cfg Config, db *database.DB, logger *slog.Logger, reg prometheus.Registerer, subs []Subscription) (*Bus, error) {
+	if db == nil || logger == nil || reg == nil {
+		return nil, errors.New("messaging: nil database, logger or metrics registerer")
+	}
+	cfg = cfg.withDefaults()
+	if err := errors.Join(cfg.validate(), validateSubscriptions(subs)); err != nil {
+		return nil, fmt.Errorf("messaging: %w", err)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("messaging: metrics: %w", err)
+	}
+	logger = logger.With("component", "messaging")
+	return &Bus{
+		cfg:     cfg,
+		db:      db,
+		logger:  logger,
+		wlogger: watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug}),
+		metrics: m,
+		subs:    append([]Subscription(nil), subs...),
+
+		pubBroker: newBroker(cfg.AMQPURL, "keelson-forwarder"),
+		subBroker: newBroker(cfg.AMQPURL, "keelson-consumer"),
+		ready:     make(chan struct{}),
+	}, nil
+}
+
+// Ready is closed once the topology is declared and forwarders and consumers are running.
+func (b *Bus) Ready() <-chan struct{} { return b.ready }
+
+// Ping reports whether RabbitMQ answers, for /readyz.
+func (b *Bus) Ping(ctx context.Context) error { return b.pubBroker.ping(ctx) }
+
+// Run declares the topology (retrying until RabbitMQ answers), then forwards and consumes until ctx
+// is done, then stops gracefully: forwarders first, then consumers (in-flight handlers get
+// Config.ShutdownTimeout, after which their messages return to the queue), then the connections.
+// Run may be called once.
+func (b *Bus) Run(ctx context.Context) error {
+	err := errors.New("messaging: Run called twice")
+	b.runOnce.Do(func() { err = b.run(ctx) })
+	return err
+}
+
+func (b *Bus) run(ctx context.Context) error {
+	defer func() {
+		_ = b.pubBroker.close()
+		_ = b.subBroker.close()
+	}()
+	if err := b.declareUntilDone(ctx); err != nil {
+		return nil // ctx ended before RabbitMQ answered: nothing was started
+	}
+
+	out := newConfirmPublisher(b.pubBroker, b.cfg.Exchange, b.cfg.PublishTimeout)
+	dead := newConfirmPublisher(b.pubBroker, "", b.cfg.PublishTimeout)
+	defer func() {
+		_ = out.Close()
+		_ = dead.Close()
+	}()
+	fwds, err := newForwarders(b.cfg, b.db, measuredPublisher{next: out, metrics: b.metrics}, b.wlogger)
+	if err != nil {
+		return err
+	}
+	var router *message.Router
+	var sub *queueSubscriber
+	if !b.cfg.ForwardOnly && len(b.subs) > 0 {
+		sub = newQueueSubscriber(b.subBroker, b.logger, b.cfg.ShutdownTimeout)
+		if router, err = newConsumerRouter(b.cfg, b.subs, sub, dead, b.metrics, b.logger, b.wlogger); err != nil {
+			return err
+		}
+	}
+
+	// Components run on their own context and are stopped by Close, so stopping is graceful.
+	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRun()
+	g, gctx := errgroup.WithContext(runCtx)
+	for _, f := range fwds {
+		g.Go(func() error { return f.Run(gctx) })
+	}
+	if router != nil {
+		g.Go(func() error { return router.Run(gctx) })
+	}
+	g.Go(func() error { sampleBacklog(gctx, b.db, b.cfg.BacklogInterval, b.metrics); return nil })
+	b.waitRunning(ctx, fwds, router)
+	close(b.ready)
+	b.logger.Info("messaging bus running", "exchange", b.cfg.Exchange, "consumers", len(b.subs),
+		"forwarders", len(fwds), "forward_only", b.cfg.ForwardOnly)
+
+	select {
+	case <-ctx.Done():
+	case <-gctx.Done(): // a component stopped on its own
+	}
+	b.logger.Info("messaging bus stopping")
+	var errs []error
+	for _, f := range fwds {
+		if err := f.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close forwarder: %w", err))
+		}
+	}
+	if router != nil {
+		if err := router.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close consumers: %w", err))
+		}
+		_ = sub.Close()
+	}
+	cancelRun()
+	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+		errs = append(errs, err)
+	}
+	b.logger.Info("messaging bus stopped")
+	return errors.Join(errs...)
+}
+
+// declareUntilDone retries the topology declaration with backoff: RabbitMQ may start after us.
+func (b *Bus) declareUntilDone(ctx context.Context) error {
+	wait := 200 * time.Millisecond
+	for {
+		err := declareTopology(ctx, b.pubBroker, b.cfg, b.subs)
+		if err == nil {
+			return nil
+		}
+		b.logger.Warn("declaring RabbitMQ topology failed, retrying", "error", err, "wait", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 5*time.Second)
+	}
+}
+
+func (b *Bus) waitRunning(ctx context.Context, fwds []*forwarder.Forwarder, router *message.Router) {
+	for _, f := range fwds {
+		select {
+		case <-f.Running():
+		case <-ctx.Done():
+			return
+		}
+	}
+	if router != nil {
+		select {
+		case <-router.Running():
+		case <-ctx.Done():
+		}
+	}
+}

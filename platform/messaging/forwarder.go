@@ -1,0 +1,86 @@
+package messaging
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wmsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/components/forwarder"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/keelson/keelson/platform/database"
+)
+
+// newForwarders builds one watermill forwarder per shard, each reading its share of the outbox and
+// publishing to RabbitMQ through out.
+func newForwarders(cfg Config, db *database.DB, out message.Publisher, logger watermill.LoggerAdapter) ([]*forwarder.Forwarder, error) {
+	ackDeadline := 30 * time.Second
+	fwds := make([]*forwarder.Forwarder, 0, cfg.ForwarderShards)
+	for shard := range cfg.ForwarderShards {
+		sub, err := wmsql.NewSubscriber(wmsql.BeginnerFromStdSQL(db.SQL()), wmsql.SubscriberConfig{
+			SchemaAdapter:  outboxSchema(cfg.ForwardBatchSize, shard, cfg.ForwarderShards),
+			OffsetsAdapter: outboxOffsets(),
+			PollInterval:   cfg.PollInterval,
+			// A failed publish (broker down) is retried on this beat, row lock held, until AckDeadline.
+			ResendInterval: 250 * time.Millisecond,
+			RetryInterval:  time.Second,
+			AckDeadline:    &ackDeadline,
+		}, logger)
+		if err != nil {
+			return nil, fmt.Errorf("outbox subscriber: %w", err)
+		}
+		fwd, err := forwarder.NewForwarder(sub, out, logger, forwarder.Config{
+			ForwarderTopic: OutboxTopic,
+			CloseTimeout:   cfg.ShutdownTimeout,
+			// Never ack what cannot be unwrapped: such a row stays and shows in the backlog gauge.
+			AckWhenCannotUnwrap: false,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("forwarder: %w", err)
+		}
+		fwds = append(fwds, fwd)
+	}
+	return fwds, nil
+}
+
+// measuredPublisher records the forward latency of every confirmed event.
+type measuredPublisher struct {
+	next    message.Publisher
+	metrics *metrics
+}
+
+func (p measuredPublisher) Publish(topic string, msgs ...*message.Message) error {
+	if err := p.next.Publish(topic, msgs...); err != nil {
+		return err
+	}
+	now := time.Now()
+	for _, msg := range msgs {
+		p.metrics.forwarded.Inc()
+		if at, err := time.Parse(time.RFC3339Nano, msg.Metadata.Get(HeaderOccurredAt)); err == nil {
+			p.metrics.forwardDelay.Observe(now.Sub(at).Seconds())
+		}
+	}
+	return nil
+}
+
+func (p measuredPublisher) Close() error { return p.next.Close() }
+
+// sampleBacklog refreshes the backlog gauge until ctx is done. With delete-on-ack, every row in
+// the outbox is one not yet confirmed by RabbitMQ.
+func sampleBacklog(ctx context.Context, db *database.DB, every time.Duration, m *metrics) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		var n int64
+		if err := db.Gorm().WithContext(ctx).Raw(`SELECT count(*) FROM ` + OutboxTable).Scan(&n).Error; err == nil {
+			m.backlog.Set(float64(n))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,60 @@
+// Package outbox writes integration events into the transactional outbox of the unit of work in
+// the context; platform/messaging forwards them to RabbitMQ after commit.
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/messaging"
+)
+
+// ErrNoTransaction is returned by Publish outside a unit of work: writing through the pool would
+// commit the event on its own, whether or not the business writes it announces commit.
+var ErrNoTransaction = errors.New("outbox: publish requires a unit of work (database.WithTx) in the context")
+
+// Publisher writes events into the outbox inside the caller's transaction. It implements
+// module.EventPublisher. Safe for concurrent use.
+type Publisher struct {
+	db *database.DB
+}
+
+// NewPublisher returns a publisher writing through db's units of work.
+func NewPublisher(db *database.DB) (*Publisher, error) {
+	if db == nil {
+		return nil, errors.New("outbox: nil database")
+	}
+	return &Publisher{db: db}, nil
+}
+
+// Publish stores events in the outbox of the transaction carried by ctx. They reach RabbitMQ only
+// if that transaction commits, and are never seen if it rolls back.
+func (p *Publisher) Publish(ctx context.Context, events ...messaging.Event) error {
+	tx, ok := database.TxFromContext(ctx)
+	if !ok {
+		return ErrNoTransaction
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	exec, err := txExecutor(tx)
+	if err != nil {
+		return err
+	}
+	writer, err := messaging.NewOutboxWriter(exec)
+	if err != nil {
+		return err
+	}
+	for _, e := range events {
+		msg, err := messaging.EventMessage(ctx, e)
+		if err != nil {
+			return fmt.Errorf("outbox: %w", err)
+		}
+		if err := writer.Publish(e.Type, msg); err != nil {
+			return fmt.Errorf("outbox: write event %s %s: %w", e.Type, e.ID, err)
+		}
+	}
+	return nil
+}

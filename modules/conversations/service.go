@@ -1,0 +1,214 @@
+package conversations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/modules/conversations/contract"
+	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/concurrency"
+	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/jobs"
+	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/module"
+)
+
+// Precondition checks the current version of a resource before a write (If-Match); nil means none.
+type Precondition func(currentVersion string) error
+
+// postAttempts bounds the retries of a message post that lost the conversation's token to another writer.
+const postAttempts = 3
+
+// Service is the application layer of conversations: every write is one unit of work holding the
+// row changes, the integration events and the enqueued jobs.
+type Service struct {
+	db     *database.DB
+	store  *store
+	events module.EventPublisher
+	jobs   module.JobEnqueuer
+}
+
+func newService(db *database.DB, events module.EventPublisher, enqueuer module.JobEnqueuer) *Service {
+	return &Service{db: db, store: &store{db: db}, events: events, jobs: enqueuer}
+}
+
+// Create starts a conversation.
+func (s *Service) Create(ctx context.Context, title string) (*Conversation, error) {
+	var v apperr.Validator
+	title = checkTitle(&v, title)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	now := database.Now()
+	c := &Conversation{ID: id, Title: title, CreatedAt: now, UpdatedAt: now}
+	err = s.db.WithTx(ctx, func(ctx context.Context) error {
+		if err := s.store.createConversation(ctx, c); err != nil {
+			return err
+		}
+		return s.publish(ctx, contract.EventConversationCreated, contract.ConversationCreated{
+			ConversationID: c.ID, Title: c.Title, CreatedAt: c.CreatedAt,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Get returns one conversation.
+func (s *Service) Get(ctx context.Context, id uuid.UUID) (*Conversation, error) {
+	return s.store.conversation(ctx, id)
+}
+
+// List returns a page of conversations, newest first, and the cursor of the next page (nil at the end).
+func (s *Service) List(ctx context.Context, after *conversationCursor, limit int) ([]Conversation, *conversationCursor, error) {
+	items, err := s.store.conversations(ctx, after, limit+1)
+	if err != nil || len(items) <= limit {
+		return items, nil, err
+	}
+	items = items[:limit]
+	return items, &conversationCursor{ID: items[limit-1].ID}, nil
+}
+
+// Rename changes the title, conditional on the version read (check) and on the token in the database.
+func (s *Service) Rename(ctx context.Context, id uuid.UUID, title string, check Precondition) (*Conversation, error) {
+	var v apperr.Validator
+	title = checkTitle(&v, title)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	var c *Conversation
+	err := s.db.WithTx(ctx, func(ctx context.Context) error {
+		var err error
+		if c, err = s.store.conversation(ctx, id); err != nil {
+			return err
+		}
+		if check != nil {
+			if err := check(c.Version()); err != nil {
+				return err
+			}
+		}
+		if c.Title == title {
+			return nil // nothing changes, so neither does the version
+		}
+		previous := c.Title
+		if err := s.store.updateConversation(ctx, c, map[string]any{
+			"title": title, "updated_at": nextUpdatedAt(c.UpdatedAt, database.Now()),
+		}); err != nil {
+			return err
+		}
+		return s.publish(ctx, contract.EventConversationRenamed, contract.ConversationRenamed{
+			ConversationID: c.ID, Title: c.Title, PreviousTitle: previous, UpdatedAt: c.UpdatedAt,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Delete removes a conversation and its messages, conditional on the version read and the token.
+func (s *Service) Delete(ctx context.Context, id uuid.UUID, check Precondition) error {
+	return s.db.WithTx(ctx, func(ctx context.Context) error {
+		c, err := s.store.conversation(ctx, id)
+		if err != nil {
+			return err
+		}
+		if check != nil {
+			if err := check(c.Version()); err != nil {
+				return err
+			}
+		}
+		return s.store.deleteConversation(ctx, c)
+	})
+}
+
+// PostMessage adds a user message and, in the same unit of work, touches the conversation under its
+// token, publishes conversation.message.created and enqueues the assistant's reply job.
+func (s *Service) PostMessage(ctx context.Context, conversationID uuid.UUID, content string) (*Message, error) {
+	var v apperr.Validator
+	checkContent(&v, content)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	var m *Message
+	var err error
+	for range postAttempts {
+		m, err = s.postMessage(ctx, conversationID, content)
+		// A concurrent rename or post moved the token: the message was not written, so trying again is safe.
+		if !errors.Is(err, concurrency.ErrConflict) || database.InTx(ctx) {
+			break
+		}
+	}
+	return m, err
+}
+
+func (s *Service) postMessage(ctx context.Context, conversationID uuid.UUID, content string) (*Message, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	var m *Message
+	err = s.db.WithTx(ctx, func(ctx context.Context) error {
+		c, err := s.store.conversation(ctx, conversationID)
+		if err != nil {
+			return err
+		}
+		now := nextUpdatedAt(c.UpdatedAt, database.Now())
+		m = &Message{ID: id, ConversationID: c.ID, Role: RoleUser, Content: content, CreatedAt: now}
+		if err := s.store.createMessage(ctx, m); err != nil {
+			return err
+		}
+		if err := s.store.updateConversation(ctx, c, map[string]any{"updated_at": now}); err != nil {
+			return err
+		}
+		if err := s.publish(ctx, contract.EventMessageCreated, messageCreated(m)); err != nil {
+			return err
+		}
+		_, err = s.jobs.Enqueue(ctx, KindAssistantReply, replyJob{MessageID: m.ID},
+			jobs.EnqueueOptions{DedupeKey: m.ID.String()})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Messages returns a page of a conversation's messages, oldest first; 404 when the conversation does not exist.
+func (s *Service) Messages(ctx context.Context, conversationID uuid.UUID, after *messageCursor, limit int) ([]Message, *messageCursor, error) {
+	if _, err := s.store.conversation(ctx, conversationID); err != nil {
+		return nil, nil, err
+	}
+	items, err := s.store.messages(ctx, conversationID, after, limit+1)
+	if err != nil || len(items) <= limit {
+		return items, nil, err
+	}
+	items = items[:limit]
+	last := items[limit-1]
+	return items, &messageCursor{CreatedAt: last.CreatedAt, ID: last.ID}, nil
+}
+
+func (s *Service) publish(ctx context.Context, eventType string, payload any) error {
+	e, err := messaging.NewEvent(ctx, ModuleName, eventType, payload)
+	if err != nil {
+		return err
+	}
+	if err := s.events.Publish(ctx, e); err != nil {
+		return fmt.Errorf("publish %s: %w", eventType, err)
+	}
+	return nil
+}
+
+func messageCreated(m *Message) contract.MessageCreated {
+	return contract.MessageCreated{
+		ConversationID: m.ConversationID, MessageID: m.ID, Role: m.Role, Content: m.Content, CreatedAt: m.CreatedAt,
+	}
+}

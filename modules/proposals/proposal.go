@@ -1,0 +1,73 @@
+package proposals
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/modules/proposals/contract"
+	"github.com/keelson/keelson/platform/apperr"
+)
+
+// Statuses of a proposal: pending → accepted → applied|failed, or pending → rejected.
+const (
+	StatusPending  = "pending"
+	StatusAccepted = "accepted"
+	StatusRejected = "rejected"
+	StatusApplied  = "applied"
+	StatusFailed   = "failed"
+)
+
+// MaxReasonLength bounds a rejection reason, in characters.
+const MaxReasonLength = 1000
+
+// Proposal is an action proposed by the assistant, waiting for the user's decision. Status is its
+// concurrency token: a decision is written only if the status is still the one expected, so of two
+// decisions the second finds none and fails with a ConflictError on entity "Proposal".
+type Proposal struct {
+	ID              uuid.UUID `gorm:"primaryKey"`
+	ConversationID  uuid.UUID
+	ReplyMessageID  uuid.UUID
+	SourceMessageID uuid.UUID
+	ActionIndex     int
+	ActionType      string
+	ActionParams    string `gorm:"type:jsonb"`
+	Rationale       string
+	Status          string `gorm:"concurrencyToken"`
+	Reason          string
+	Error           string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	DecidedAt       *time.Time
+}
+
+// Version is the `version` and ETag of a proposal: its updated_at in microseconds.
+func (p *Proposal) Version() string { return strconv.FormatInt(p.UpdatedAt.UnixMicro(), 10) }
+
+// Action is the proposed action as the contract spells it.
+func (p *Proposal) Action() contract.Action {
+	return contract.Action{Type: p.ActionType, Params: json.RawMessage(p.ActionParams)}
+}
+
+var knownActions = map[string]bool{
+	contract.ActionRenameConversation:        true,
+	contract.ActionCreateWebhookSubscription: true,
+}
+
+var knownStatuses = map[string]bool{
+	StatusPending: true, StatusAccepted: true, StatusRejected: true, StatusApplied: true, StatusFailed: true,
+}
+
+// checkReason validates an optional rejection reason.
+func checkReason(v *apperr.Validator, reason string) {
+	switch {
+	case !utf8.ValidString(reason) || strings.ContainsRune(reason, 0):
+		v.Check(false, "reason", "must be valid UTF-8 text without NUL characters")
+	case utf8.RuneCountInString(reason) > MaxReasonLength:
+		v.Check(false, "reason", "must be at most 1000 characters")
+	}
+}

@@ -1,0 +1,178 @@
+package proposals
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/google/uuid"
+
+	cconv "github.com/keelson/keelson/modules/conversations/contract"
+	"github.com/keelson/keelson/modules/proposals/contract"
+	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/module"
+)
+
+// Precondition checks the current version before a decision (If-Match); nil means none.
+type Precondition func(currentVersion string) error
+
+// Service is the application layer of proposals: each change is one unit of work with its events.
+type Service struct {
+	db     *database.DB
+	store  *store
+	events module.EventPublisher
+	logger *slog.Logger
+}
+
+func newService(db *database.DB, events module.EventPublisher, logger *slog.Logger) *Service {
+	return &Service{db: db, store: &store{db: db}, events: events, logger: logger}
+}
+
+// Get returns one proposal.
+func (s *Service) Get(ctx context.Context, id uuid.UUID) (*Proposal, error) {
+	return s.store.get(ctx, id)
+}
+
+// List returns a page of proposals, newest first, and the next page's cursor (nil at the end).
+func (s *Service) List(ctx context.Context, f listFilter, after *listCursor, limit int) ([]Proposal, *listCursor, error) {
+	items, err := s.store.list(ctx, f, after, limit+1)
+	if err != nil || len(items) <= limit {
+		return items, nil, err
+	}
+	items = items[:limit]
+	return items, &listCursor{ID: items[limit-1].ID}, nil
+}
+
+// Accept decides a pending proposal and publishes proposal.accepted for the module owning the data.
+// A proposal already decided (or decided concurrently) is a ConflictError → 409 proposal_already_decided.
+func (s *Service) Accept(ctx context.Context, id uuid.UUID, check Precondition) (*Proposal, error) {
+	return s.decide(ctx, id, StatusAccepted, "", check)
+}
+
+// Reject decides a pending proposal with an optional reason and publishes proposal.rejected.
+func (s *Service) Reject(ctx context.Context, id uuid.UUID, reason string, check Precondition) (*Proposal, error) {
+	var v apperr.Validator
+	checkReason(&v, reason)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	return s.decide(ctx, id, StatusRejected, reason, check)
+}
+
+func (s *Service) decide(ctx context.Context, id uuid.UUID, status, reason string, check Precondition) (*Proposal, error) {
+	var p *Proposal
+	err := s.db.WithTx(ctx, func(ctx context.Context) error {
+		var err error
+		if p, err = s.store.get(ctx, id); err != nil {
+			return err
+		}
+		if check != nil {
+			if err := check(p.Version()); err != nil {
+				return err
+			}
+		}
+		now := database.Now()
+		if err := s.store.transition(ctx, p, StatusPending, map[string]any{
+			"status": status, "reason": reason, "decided_at": now, "updated_at": now,
+		}); err != nil {
+			return err
+		}
+		if status == StatusAccepted {
+			return s.publish(ctx, contract.EventProposalAccepted, contract.ProposalAccepted{
+				ProposalID: p.ID, ConversationID: p.ConversationID, Action: p.Action(), DecidedAt: now,
+			})
+		}
+		return s.publish(ctx, contract.EventProposalRejected, contract.ProposalRejected{
+			ProposalID: p.ID, ConversationID: p.ConversationID, Action: p.Action(), Reason: reason, DecidedAt: now,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// intake creates one pending proposal per action of an assistant reply; actions that already have
+// a proposal (a redelivered event) are skipped, so each is proposed once.
+func (s *Service) intake(ctx context.Context, reply cconv.AssistantReplyCreated) error {
+	return s.db.WithTx(ctx, func(ctx context.Context) error {
+		for i, a := range reply.Actions {
+			if !knownActions[a.Type] || !isJSONObject(a.Params) {
+				s.logger.WarnContext(ctx, "assistant proposed an unknown or malformed action; skipped",
+					"action_type", a.Type, "source_message_id", reply.SourceMessageID)
+				continue
+			}
+			id, err := uuid.NewV7()
+			if err != nil {
+				return err
+			}
+			now := database.Now()
+			p := &Proposal{
+				ID: id, ConversationID: reply.ConversationID, ReplyMessageID: reply.MessageID,
+				SourceMessageID: reply.SourceMessageID, ActionIndex: i, ActionType: a.Type,
+				ActionParams: string(a.Params), Rationale: reply.Rationale, Status: StatusPending,
+				CreatedAt: now, UpdatedAt: now,
+			}
+			created, err := s.store.createIfAbsent(ctx, p)
+			if err != nil {
+				return err
+			}
+			if !created {
+				continue
+			}
+			if err := s.publish(ctx, contract.EventProposalCreated, contract.ProposalCreated{
+				ProposalID: p.ID, ConversationID: p.ConversationID, Action: p.Action(),
+				Rationale: p.Rationale, CreatedAt: p.CreatedAt,
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// recordResult ends an accepted proposal applied (publishing proposal.applied) or failed. A result
+// for a proposal no longer accepted was already recorded: it changes nothing.
+func (s *Service) recordResult(ctx context.Context, r contract.ActionResult) error {
+	return s.db.WithTx(ctx, func(ctx context.Context) error {
+		p, err := s.store.get(ctx, r.ProposalID)
+		if err != nil {
+			return err
+		}
+		if p.Status != StatusAccepted {
+			return nil
+		}
+		now := database.Now()
+		status, failure := StatusApplied, ""
+		if !r.Applied {
+			status, failure = StatusFailed, r.Error
+			if failure == "" {
+				failure = "not applied"
+			}
+		}
+		if err := s.store.transition(ctx, p, StatusAccepted, map[string]any{
+			"status": status, "error": failure, "updated_at": now,
+		}); err != nil {
+			return err
+		}
+		if status != StatusApplied {
+			return nil
+		}
+		return s.publish(ctx, contract.EventProposalApplied, contract.ProposalApplied{
+			ProposalID: p.ID, ConversationID: p.ConversationID, Action: p.Action(), AppliedAt: now,
+		})
+	})
+}
+
+func (s *Service) publish(ctx context.Context, eventType string, payload any) error {
+	e, err := messaging.NewEvent(ctx, ModuleName, eventType, payload)
+	if err != nil {
+		return err
+	}
+	if err := s.events.Publish(ctx, e); err != nil {
+		return fmt.Errorf("publish %s: %w", eventType, err)
+	}
+	return nil
+}

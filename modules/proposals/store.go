@@ -1,0 +1,67 @@
+package proposals
+
+import (
+	"context"
+	"errors"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/database"
+)
+
+// store reads and writes proposals in the unit of work carried by ctx.
+type store struct{ db *database.DB }
+
+// listCursor is the position after the last proposal of a page (newest first).
+type listCursor struct {
+	ID uuid.UUID `json:"id"`
+}
+
+// listFilter narrows a list; zero fields match everything.
+type listFilter struct {
+	Status         string
+	ConversationID uuid.UUID
+}
+
+// createIfAbsent inserts p unless its (source message, action index) already has a proposal.
+func (s *store) createIfAbsent(ctx context.Context, p *Proposal) (bool, error) {
+	res := s.db.Conn(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "source_message_id"}, {Name: "action_index"}},
+		DoNothing: true,
+	}).Create(p)
+	return res.RowsAffected == 1, res.Error
+}
+
+func (s *store) get(ctx context.Context, id uuid.UUID) (*Proposal, error) {
+	var p Proposal
+	err := s.db.Conn(ctx).Where("id = ?", id).Take(&p).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, apperr.NotFound("proposal", id.String())
+	}
+	return &p, err
+}
+
+func (s *store) list(ctx context.Context, f listFilter, after *listCursor, limit int) ([]Proposal, error) {
+	q := s.db.Conn(ctx).Order("id DESC").Limit(limit)
+	if f.Status != "" {
+		q = q.Where("status = ?", f.Status)
+	}
+	if f.ConversationID != uuid.Nil {
+		q = q.Where("conversation_id = ?", f.ConversationID)
+	}
+	if after != nil {
+		q = q.Where("id < ?", after.ID)
+	}
+	var out []Proposal
+	return out, q.Find(&out).Error
+}
+
+// transition moves p from the status expected to the changes' status, conditional on the status token:
+// if another writer moved it first, the plugin answers with a ConflictError on "Proposal".
+func (s *store) transition(ctx context.Context, p *Proposal, expected string, changes map[string]any) error {
+	p.Status = expected
+	return s.db.Conn(ctx).Model(p).Updates(changes).Error
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/keelson/keelson/platform/concurrency"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -43,6 +44,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("database: open: %w", err)
+	}
+	if err := g.Use(concurrency.Plugin{}); err != nil {
+		return nil, fmt.Errorf("database: concurrency plugin: %w", err)
 	}
 	sqlDB, err := g.DB()
 	if err != nil {

@@ -8,11 +8,13 @@ import (
 
 	"github.com/keelson/keelson/modules/conversations/assistant"
 	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/concurrency"
 )
 
 // Conversation is a titled thread of messages. UpdatedAt is its concurrency token: every write is
 // conditional on the value read, so a writer that lost a race gets a ConflictError.
 type Conversation struct {
+	concurrency.Tokens
 	ID        uuid.UUID `gorm:"primaryKey"`
 	Title     string
 	CreatedAt time.Time

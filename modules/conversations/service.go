@@ -173,7 +173,7 @@ func (s *Service) postMessage(ctx context.Context, conversationID uuid.UUID, con
 			return err
 		}
 		_, err = s.jobs.Enqueue(ctx, KindAssistantReply, replyJob{MessageID: m.ID},
-			jobs.EnqueueOptions{DedupeKey: m.ID.String()})
+			jobs.EnqueueOptions{})
 		return err
 	})
 	if err != nil {

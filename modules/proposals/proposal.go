@@ -11,6 +11,7 @@ import (
 
 	"github.com/keelson/keelson/modules/proposals/contract"
 	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/concurrency"
 )
 
 // Statuses of a proposal: pending → accepted → applied|failed, or pending → rejected.
@@ -29,6 +30,7 @@ const MaxReasonLength = 1000
 // concurrency token: a decision is written only if the status is still the one expected, so of two
 // decisions the second finds none and fails with a ConflictError on entity "Proposal".
 type Proposal struct {
+	concurrency.Tokens
 	ID              uuid.UUID `gorm:"primaryKey"`
 	ConversationID  uuid.UUID
 	ReplyMessageID  uuid.UUID

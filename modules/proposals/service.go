@@ -74,7 +74,7 @@ func (s *Service) decide(ctx context.Context, id uuid.UUID, status, reason strin
 			}
 		}
 		now := database.Now()
-		if err := s.store.transition(ctx, p, StatusPending, map[string]any{
+		if p, err = s.store.transition(ctx, id, StatusPending, map[string]any{
 			"status": status, "reason": reason, "decided_at": now, "updated_at": now,
 		}); err != nil {
 			return err
@@ -152,7 +152,7 @@ func (s *Service) recordResult(ctx context.Context, r contract.ActionResult) err
 				failure = "not applied"
 			}
 		}
-		if err := s.store.transition(ctx, p, StatusAccepted, map[string]any{
+		if p, err = s.store.transition(ctx, p.ID, StatusAccepted, map[string]any{
 			"status": status, "error": failure, "updated_at": now,
 		}); err != nil {
 			return err

@@ -59,9 +59,14 @@ func (s *store) list(ctx context.Context, f listFilter, after *listCursor, limit
 	return out, q.Find(&out).Error
 }
 
-// transition moves p from the status expected to the changes' status, conditional on the status token:
-// if another writer moved it first, the plugin answers with a ConflictError on "Proposal".
-func (s *store) transition(ctx context.Context, p *Proposal, expected string, changes map[string]any) error {
-	p.Status = expected
-	return s.db.Conn(ctx).Model(p).Updates(changes).Error
+// transition moves proposal id from the status expected to the changes' status, conditional on the
+// status token, and returns it as written. The write states its expectation (not what was read), so
+// a proposal read as already decided, or decided concurrently, matches no row and the plugin answers
+// with a ConflictError on entity "Proposal".
+func (s *store) transition(ctx context.Context, id uuid.UUID, expected string, changes map[string]any) (*Proposal, error) {
+	expectation := &Proposal{ID: id, Status: expected}
+	if err := s.db.Conn(ctx).Model(expectation).Updates(changes).Error; err != nil {
+		return nil, err
+	}
+	return s.get(ctx, id)
 }

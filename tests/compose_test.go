@@ -1,0 +1,255 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+type composeFile struct {
+	Services map[string]composeService `yaml:"services"`
+	Volumes  map[string]any            `yaml:"volumes"`
+	// Extensions are the x- blocks the services merge from.
+	Extensions map[string]any `yaml:",inline"`
+}
+
+type composeService struct {
+	Image       string                      `yaml:"image"`
+	Build       *composeBuild               `yaml:"build"`
+	Command     []string                    `yaml:"command"`
+	Environment map[string]string           `yaml:"environment"`
+	Ports       []string                    `yaml:"ports"`
+	DependsOn   map[string]composeDependsOn `yaml:"depends_on"`
+	Healthcheck *composeHealthcheck         `yaml:"healthcheck"`
+	Volumes     []string                    `yaml:"volumes"`
+	Restart     string                      `yaml:"restart"`
+}
+
+type composeBuild struct {
+	Context string `yaml:"context"`
+	Target  string `yaml:"target"`
+}
+
+type composeDependsOn struct {
+	Condition string `yaml:"condition"`
+}
+
+type composeHealthcheck struct {
+	Test     []string `yaml:"test"`
+	Interval string   `yaml:"interval"`
+	Timeout  string   `yaml:"timeout"`
+	Retries  int      `yaml:"retries"`
+}
+
+func loadCompose(t *testing.T) composeFile {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c composeFile
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true) // a misspelt key would be ignored by docker compose: refuse it here
+	if err := dec.Decode(&c); err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	for key := range c.Extensions {
+		if !strings.HasPrefix(key, "x-") {
+			t.Fatalf("docker-compose.yml: unknown top-level key %q", key)
+		}
+	}
+	return c
+}
+
+// appVariables lists the variables the binary reads, from `keelson env`.
+func appVariables(t *testing.T) map[string]bool {
+	t.Helper()
+	out, err := exec.Command(keelson(t), "env").Output()
+	if err != nil {
+		t.Fatalf("keelson env: %v", err)
+	}
+	vars := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if name, _, ok := strings.Cut(sc.Text(), "="); ok {
+			vars[name] = true
+		}
+	}
+	if len(vars) < 10 {
+		t.Fatalf("keelson env listed %d variables:\n%s", len(vars), out)
+	}
+	return vars
+}
+
+// receiverVariables lists the variables the demo receiver reads (its getenv calls).
+func receiverVariables(t *testing.T) map[string]bool {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "examples", "receiver", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]bool{}
+	for _, m := range regexp.MustCompile(`getenv\("([A-Z0-9_]+)"\)`).FindAllStringSubmatch(string(raw), -1) {
+		vars[m[1]] = true
+	}
+	return vars
+}
+
+func TestComposeServicesAndDependencies(t *testing.T) {
+	c := loadCompose(t)
+	for _, name := range []string{"postgres", "rabbitmq", "migrate", "app1", "app2", "receiver"} {
+		if _, ok := c.Services[name]; !ok {
+			t.Fatalf("no %q service", name)
+		}
+	}
+
+	pg := c.Services["postgres"]
+	if pg.Image != "postgres:16" {
+		t.Errorf("postgres image %q, want postgres:16", pg.Image)
+	}
+	mq := c.Services["rabbitmq"]
+	if !strings.HasPrefix(mq.Image, "rabbitmq:3") || !strings.Contains(mq.Image, "management") {
+		t.Errorf("rabbitmq image %q, want rabbitmq:3-management", mq.Image)
+	}
+	for _, name := range []string{"postgres", "rabbitmq"} {
+		s := c.Services[name]
+		if s.Healthcheck == nil || len(s.Healthcheck.Test) < 2 || s.Healthcheck.Retries == 0 {
+			t.Errorf("%s needs a health check with a test command and retries", name)
+		}
+		if len(s.Volumes) == 0 {
+			t.Errorf("%s needs a volume", name)
+		}
+		for _, v := range s.Volumes {
+			volume, _, _ := strings.Cut(v, ":")
+			if _, declared := c.Volumes[volume]; !declared {
+				t.Errorf("%s mounts volume %q, not declared under volumes:", name, volume)
+			}
+		}
+	}
+
+	migrate := c.Services["migrate"]
+	if !slices.Equal(migrate.Command, []string{"migrate"}) || migrate.Restart != "no" {
+		t.Errorf("migrate must run `migrate` once: command %v restart %q", migrate.Command, migrate.Restart)
+	}
+	if migrate.DependsOn["postgres"].Condition != "service_healthy" {
+		t.Errorf("migrate must wait for a healthy postgres: %v", migrate.DependsOn)
+	}
+
+	wantDeps := map[string]string{
+		"migrate":  "service_completed_successfully",
+		"postgres": "service_healthy",
+		"rabbitmq": "service_healthy",
+	}
+	hostPorts := map[string]string{}
+	for _, name := range []string{"app1", "app2"} {
+		s := c.Services[name]
+		for dep, cond := range wantDeps {
+			if got := s.DependsOn[dep].Condition; got != cond {
+				t.Errorf("%s depends on %s with condition %q, want %q", name, dep, got, cond)
+			}
+		}
+		if !slices.Equal(s.Command, []string{"serve"}) {
+			t.Errorf("%s command %v, want [serve]", name, s.Command)
+		}
+		if s.Image != migrate.Image || s.Build == nil || s.Build.Target != "app" {
+			t.Errorf("%s must run the image migrate runs (%q, target app), got %q %+v", name, migrate.Image, s.Image, s.Build)
+		}
+		_, containerPort, err := net.SplitHostPort(s.Environment["HTTP_ADDR"])
+		if err != nil {
+			t.Fatalf("%s HTTP_ADDR %q: %v", name, s.Environment["HTTP_ADDR"], err)
+		}
+		if len(s.Ports) != 1 {
+			t.Fatalf("%s publishes %v, want one port", name, s.Ports)
+		}
+		host, container, _ := strings.Cut(s.Ports[0], ":")
+		if container != containerPort {
+			t.Errorf("%s publishes container port %s but listens on %s", name, container, containerPort)
+		}
+		hostPorts[name] = host
+	}
+	if hostPorts["app1"] != "8081" || hostPorts["app2"] != "8082" {
+		t.Errorf("replicas on host ports %v, want app1 8081 and app2 8082", hostPorts)
+	}
+
+	a1, a2 := c.Services["app1"].Environment, c.Services["app2"].Environment
+	for _, shared := range []string{"DATABASE_URL", "AMQP_URL", "API_TOKENS"} {
+		if a1[shared] == "" || a1[shared] != a2[shared] {
+			t.Errorf("replicas must share %s: %q vs %q", shared, a1[shared], a2[shared])
+		}
+	}
+	if a1["INSTANCE_ID"] == a2["INSTANCE_ID"] {
+		t.Errorf("replicas need distinct INSTANCE_ID, both %q", a1["INSTANCE_ID"])
+	}
+	if migrate.Environment["DATABASE_URL"] != a1["DATABASE_URL"] {
+		t.Errorf("migrate and the replicas must use one database")
+	}
+	if a1["WEBHOOKS_ALLOW_PRIVATE_TARGETS"] != "true" || a2["WEBHOOKS_ALLOW_PRIVATE_TARGETS"] != "true" {
+		t.Errorf("the demo receiver is on a private network: WEBHOOKS_ALLOW_PRIVATE_TARGETS must be true")
+	}
+
+	db, err := url.Parse(a1["DATABASE_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass, _ := db.User.Password()
+	if db.Hostname() != "postgres" || db.User.Username() != pg.Environment["POSTGRES_USER"] ||
+		pass != pg.Environment["POSTGRES_PASSWORD"] || strings.TrimPrefix(db.Path, "/") != pg.Environment["POSTGRES_DB"] {
+		t.Errorf("DATABASE_URL %s does not match the postgres service %v", db.Redacted(), pg.Environment)
+	}
+	mqURL, err := url.Parse(a1["AMQP_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	mqPass, _ := mqURL.User.Password()
+	if mqURL.Hostname() != "rabbitmq" || mqURL.User.Username() != mq.Environment["RABBITMQ_DEFAULT_USER"] ||
+		mqPass != mq.Environment["RABBITMQ_DEFAULT_PASS"] {
+		t.Errorf("AMQP_URL %s does not match the rabbitmq service", mqURL.Redacted())
+	}
+
+	rcv := c.Services["receiver"]
+	if rcv.Build == nil || rcv.Build.Target != "receiver" {
+		t.Errorf("receiver must be built from the Dockerfile's receiver target, got %+v", rcv.Build)
+	}
+	_, rcvPort, _ := net.SplitHostPort(rcv.Environment["RECEIVER_ADDR"])
+	if len(rcv.Ports) != 1 || !strings.HasSuffix(rcv.Ports[0], ":"+rcvPort) {
+		t.Errorf("receiver listens on %q, publishes %v", rcv.Environment["RECEIVER_ADDR"], rcv.Ports)
+	}
+	if rcv.Environment["RECEIVER_SECRETS"] == "" {
+		t.Errorf("receiver needs RECEIVER_SECRETS to verify signatures")
+	}
+}
+
+func TestComposeUsesOnlyVariablesTheProgramsRead(t *testing.T) {
+	c := loadCompose(t)
+	app := appVariables(t)
+	receiver := receiverVariables(t)
+	for name, s := range c.Services {
+		var known map[string]bool
+		switch {
+		case s.Build != nil && s.Build.Target == "app":
+			known = app
+		case s.Build != nil && s.Build.Target == "receiver":
+			known = receiver
+		default:
+			continue // third-party images document their own variables
+		}
+		if len(s.Environment) == 0 {
+			t.Errorf("%s sets no environment", name)
+		}
+		for v := range s.Environment {
+			if !known[v] {
+				t.Errorf("service %s sets %s, which the program does not read", name, v)
+			}
+		}
+	}
+}

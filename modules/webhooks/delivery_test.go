@@ -1,0 +1,88 @@
+package webhooks
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+)
+
+func noJitter(d time.Duration) time.Duration { return d }
+
+func testDelivery(t *testing.T, now time.Time) (*Delivery, uuid.UUID) {
+	t.Helper()
+	sub := &Subscription{ID: uuid.New()}
+	d, claim, err := newDelivery(sub, "evt_1", "a.b", now, time.Minute)
+	require.NoError(t, err)
+	return d, claim
+}
+
+func Test_a_new_delivery_is_born_claimed_until_the_lease_ends(t *testing.T) {
+	now := time.Now()
+	d, claim := testDelivery(t, now)
+	require.Equal(t, StatusPending, d.Status)
+	require.True(t, d.IsClaimedBy(claim))
+	require.False(t, d.IsClaimedBy(uuid.New()))
+	require.Equal(t, now.Add(time.Minute), *d.NextAttemptAt)
+
+	again := d.Claim(now, time.Minute)
+	require.NotEqual(t, claim, again)
+	require.False(t, d.IsClaimedBy(claim), "a new claim makes the previous one stale")
+	require.True(t, d.IsClaimedBy(again))
+}
+
+func Test_failures_follow_the_schedule_then_the_delivery_fails(t *testing.T) {
+	now := time.Now()
+	d, claim := testDelivery(t, now)
+	schedule := []time.Duration{time.Second, time.Minute}
+
+	require.False(t, d.MarkFailed(now, 500, "http_status: 500", schedule, noJitter))
+	require.False(t, d.IsClaimedBy(claim))
+	require.Equal(t, now.Add(time.Second), *d.NextAttemptAt)
+	require.Equal(t, 500, *d.LastStatusCode)
+
+	d.Claim(now, time.Minute)
+	require.False(t, d.MarkFailed(now, 0, "timeout: slow", schedule, noJitter))
+	require.Nil(t, d.LastStatusCode)
+	require.Equal(t, now.Add(time.Minute), *d.NextAttemptAt)
+
+	d.Claim(now, time.Minute)
+	require.True(t, d.MarkFailed(now, 503, "http_status: 503", schedule, noJitter))
+	require.Equal(t, StatusFailed, d.Status)
+	require.Equal(t, 3, d.AttemptCount)
+	require.Nil(t, d.NextAttemptAt)
+
+	claim = d.Redeliver(now, time.Minute)
+	require.True(t, d.IsClaimedBy(claim))
+	require.Equal(t, TriggerRedeliver, d.NextTrigger)
+	require.Equal(t, 4, d.NextAttemptNumber())
+	require.False(t, d.MarkFailed(now, 500, "again", schedule, noJitter), "a redelivery starts a fresh round")
+	require.Equal(t, TriggerScheduled, d.NextTrigger)
+}
+
+func Test_success_clears_the_claim(t *testing.T) {
+	d, claim := testDelivery(t, time.Now())
+	d.MarkSucceeded(time.Now(), 204)
+	require.Equal(t, StatusSucceeded, d.Status)
+	require.False(t, d.IsClaimedBy(claim))
+	require.Nil(t, d.ClaimID)
+	require.Nil(t, d.NextAttemptAt)
+}
+
+func Test_jitter_stays_within_twenty_percent(t *testing.T) {
+	for range 1000 {
+		j := jitter(10 * time.Second)
+		require.GreaterOrEqual(t, j, 8*time.Second)
+		require.LessOrEqual(t, j, 12*time.Second)
+	}
+}
+
+func Test_config_requires_a_lease_longer_than_the_send_timeout(t *testing.T) {
+	cfg := DefaultConfig()
+	require.NoError(t, cfg.Validate())
+	cfg.ClaimLease = cfg.SendTimeout
+	require.Error(t, cfg.Validate())
+	_, err := New(cfg)
+	require.Error(t, err)
+}

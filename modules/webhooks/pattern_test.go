@@ -1,0 +1,41 @@
+package webhooks
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func Test_patterns_match_exact_types_prefixes_and_everything(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, eventType string
+		match              bool
+	}{
+		{"*", "conversation.created", true},
+		{"conversation.created", "conversation.created", true},
+		{"conversation.created", "conversation.renamed", false},
+		{"conversation.*", "conversation.created", true},
+		{"conversation.*", "conversation.message.created", true},
+		{"conversation.*", "conversation", false},
+		{"conversation.*", "conversations.created", false},
+		{"proposal.*", "conversation.created", false},
+		{"conversation.message.*", "conversation.message.created", true},
+		{"conversation.message.*", "conversation.created", false},
+	} {
+		require.Equal(t, tc.match, patternMatches(tc.pattern, tc.eventType), "%q vs %q", tc.pattern, tc.eventType)
+	}
+}
+
+func Test_pattern_syntax_is_validated(t *testing.T) {
+	for _, p := range []string{"*", "a", "a.b", "a.*", "a.b.*", "A_b-c.d"} {
+		require.NoError(t, validatePattern(p), p)
+	}
+	for _, p := range []string{"", " ", "a.", ".a", "a..b", "a.*.b", "*.a", "a*", "**", "a.**", "a b", "a/b", "é"} {
+		require.Error(t, validatePattern(p), p)
+	}
+	_, err := normalizePatterns(nil)
+	require.Error(t, err)
+	got, err := normalizePatterns([]string{"a.*", "b", "a.*"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"a.*", "b"}, got)
+}

@@ -1,0 +1,113 @@
+package webhooks
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"github.com/stretchr/testify/require"
+)
+
+type captured struct {
+	header http.Header
+	body   []byte
+}
+
+func Test_the_sender_sends_the_signed_bytes_with_a_fresh_timestamp_and_the_same_id(t *testing.T) {
+	var mu sync.Mutex
+	var got []captured
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, captured{r.Header.Clone(), b})
+		mu.Unlock()
+		_, _ = w.Write([]byte(strings.Repeat("é", 1000))) // 2000 bytes, multi-byte runes
+	}))
+	defer srv.Close()
+	secret, _ := newSecret()
+	key, _ := secretKey(secret)
+	body := []byte(`{"id":"evt_9","type":"a.b","timestamp":"2026-01-01T00:00:00Z","data":{"k":"v"}}`)
+	clock := time.Unix(1_700_000_000, 0)
+	s := newSender(time.Second, true, func() time.Time { return clock })
+
+	first := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_9", Body: body, Keys: [][]byte{key}})
+	clock = clock.Add(90 * time.Second)
+	second := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_9", Body: body, Keys: [][]byte{key}})
+
+	require.True(t, first.Succeeded())
+	require.True(t, second.Succeeded())
+	require.LessOrEqual(t, len(first.Excerpt), responseExcerptBytes)
+	require.True(t, strings.HasPrefix(first.Excerpt, "éé"))
+	require.Len(t, got, 2)
+	wh, _ := standardwebhooks.NewWebhook(secret)
+	for _, c := range got {
+		require.Equal(t, body, c.body)
+		require.Equal(t, "evt_9", c.header.Get("webhook-id"))
+		require.Equal(t, "application/json", c.header.Get("Content-Type"))
+		require.NoError(t, wh.VerifyIgnoringTimestamp(c.body, c.header))
+	}
+	require.Equal(t, "1700000000", got[0].header.Get("webhook-timestamp"))
+	require.Equal(t, "1700000090", got[1].header.Get("webhook-timestamp"))
+	require.NotEqual(t, got[0].header.Get("webhook-signature"), got[1].header.Get("webhook-signature"))
+}
+
+func Test_the_sender_classifies_failures(t *testing.T) {
+	var redirected atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { redirected.Add(1) }))
+	defer target.Close()
+	release := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, target.URL, http.StatusFound) })
+	mux.HandleFunc("/500", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "boom", http.StatusInternalServerError) })
+	mux.HandleFunc("/slow", func(http.ResponseWriter, *http.Request) {
+		select {
+		case <-release:
+		case <-time.After(5 * time.Second):
+		}
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	defer close(release) // before srv.Close, which waits for the slow handler
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+
+	key := make([]byte, 32)
+	s := newSender(200*time.Millisecond, true, time.Now)
+	send := func(s *sender, url string) sendResult {
+		return s.send(context.Background(), outgoing{URL: url, MessageID: "m", Body: []byte(`{}`), Keys: [][]byte{key}})
+	}
+
+	r := send(s, srv.URL+"/redirect")
+	require.False(t, r.Succeeded())
+	require.Equal(t, http.StatusFound, r.StatusCode)
+	require.Equal(t, errClassHTTPStatus, r.ErrorClass)
+	require.Zero(t, redirected.Load(), "a redirect is not followed")
+
+	r = send(s, srv.URL+"/500")
+	require.Equal(t, 500, r.StatusCode)
+	require.Equal(t, errClassHTTPStatus, r.ErrorClass)
+	require.Equal(t, "boom\n", r.Excerpt)
+
+	r = send(s, srv.URL+"/slow")
+	require.Equal(t, errClassTimeout, r.ErrorClass)
+	require.Zero(t, r.StatusCode)
+
+	r = send(s, closedURL)
+	require.Equal(t, errClassConnection, r.ErrorClass)
+
+	guarded := newSender(time.Second, false, time.Now)
+	r = send(guarded, target.URL)
+	require.Equal(t, errClassSSRFBlocked, r.ErrorClass)
+	require.Zero(t, r.StatusCode)
+	r = send(guarded, strings.Replace(target.URL, "127.0.0.1", "localhost", 1))
+	require.Equal(t, errClassSSRFBlocked, r.ErrorClass)
+	require.Zero(t, redirected.Load())
+}

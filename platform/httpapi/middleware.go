@@ -3,6 +3,7 @@ package httpapi
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -69,7 +70,7 @@ func recovery(logger *slog.Logger) gin.HandlerFunc {
 			if rec == nil {
 				return
 			}
-			if rec == http.ErrAbortHandler {
+			if err, ok := rec.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 				panic(rec) // the server's own signal to drop the connection
 			}
 			logger.ErrorContext(c.Request.Context(), "panic in handler",

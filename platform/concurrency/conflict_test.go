@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 
 	"gorm.io/gorm"
@@ -346,4 +347,49 @@ func TestVersionAbove2To31IsBound(t *testing.T) {
 	loaded := loadOrder(t, db, o.ID)
 	loaded.Version = 3_000_000_000
 	requireConflict(t, db.Conn(ctx(t)).Save(&loaded).Error, "Order", "orders", strconv.FormatInt(o.ID, 10))
+}
+
+func TestSaveWithLoadedChildren(t *testing.T) {
+	db, _ := replicas(t)
+	c := db.Conn(ctx(t))
+	o := Order{Code: "A", Lines: []Line{{Sku: "s1"}}}
+	must(t, c.Create(&o).Error)
+	var x Order
+	must(t, c.Preload("Lines").First(&x, o.ID).Error)
+	x.Code = "B"
+	if err := c.Save(&x).Error; err != nil {
+		t.Fatalf("save of a parent with loaded children: %v", err)
+	}
+	// FullSaveAssociations upserts every child column: refused on versioned children.
+	x.Code = "C"
+	if err := c.Session(&gorm.Session{FullSaveAssociations: true}).Save(&x).Error; err == nil || !strings.Contains(err.Error(), "upsert of Line") {
+		t.Fatalf("FullSaveAssociations upsert of versioned children: want a refusal naming Line, got %v", err)
+	}
+	if got := loadOrder(t, db, o.ID); got.Code != "B" {
+		t.Fatalf("code = %q after a refused save, want B", got.Code)
+	}
+}
+
+// A RowVersion must be the system column: a real "version" column would silently defeat the check.
+type Misnamed struct {
+	ID      int64                  `gorm:"primaryKey"`
+	Version concurrency.RowVersion `gorm:"column:version;->"`
+}
+
+// Tokens need the embedded snapshot; without it Save after a status change would always conflict.
+type Unembedded struct {
+	ID     int64  `gorm:"primaryKey"`
+	Status string `gorm:"concurrencyToken"`
+}
+
+func TestMappingMistakesAreReported(t *testing.T) {
+	db, _ := replicas(t)
+	var m []Misnamed
+	if err := db.Conn(ctx(t)).Table("orders").Find(&m).Error; err == nil {
+		t.Fatal("a RowVersion on a column other than xmin was accepted")
+	}
+	var u []Unembedded
+	if err := db.Conn(ctx(t)).Table("proposals").Find(&u).Error; err == nil {
+		t.Fatal("tokens without an embedded concurrency.Tokens were accepted")
+	}
 }

@@ -40,10 +40,20 @@
 // never falls back to its INSERT ... ON CONFLICT upsert. A write by condition on a stored entity
 // (Model(&p).Where("status = ?", "pending")) that matches nothing is a conflict too.
 //
-// Not guarded, by design: bulk statements on a blank model (Model(&T{}).Where(...)) — matching zero
-// rows is fine there — and Exec/Raw. Refused: writing a versioned entity whose version is 0 (never
-// loaded: load it, or write by condition), a non-pointer model, Save(&slice) and
-// Clauses(clause.OnConflict{UpdateAll: true}) on guarded models (blind overwrites).
+// Not guarded, by design: bulk statements on a blank model (Model(&T{}).Where(...), and
+// gorm.G[T]...Where(...).Update) — matching zero rows is fine there — and Exec/Raw. Children that
+// Save writes through associations get GORM's usual upsert of their foreign key, unchecked: save
+// children explicitly. Scan and Rows/Row run no query callbacks and do not select xmin: read
+// versioned entities with First/Take/Find.
+//
+// Refused with an error (not a conflict): writing a versioned entity whose version is 0 (never loaded,
+// or loaded by a Select without xmin: load it, or write by condition), a non-pointer model
+// (Model(T{...}), gorm.G[T].Updates(ctx, t): use db.Save(&t)), Save(&slice),
+// Clauses(clause.OnConflict{UpdateAll: true}) and FullSaveAssociations on guarded models (blind
+// overwrites), a RowVersion not mapped read-only to xmin, and tokens without an embedded Tokens.
+//
+// A *ConflictError from SQLSTATE 40001 keeps the database error in Cause(); the transaction is aborted
+// either way, so return the error and let the unit of work roll back.
 //
 // # Rules for module authors
 //

@@ -53,8 +53,8 @@ func inspect(s *schema.Schema) *model {
 				m.err = fmt.Errorf("concurrency: %s has more than one RowVersion field", s.Name)
 			}
 			m.version = f
-			if f.Creatable || f.Updatable {
-				m.err = fmt.Errorf("concurrency: %s.%s must be read-only: tag it `gorm:\"column:xmin;->;-:migration;default:(-)\"`", s.Name, f.Name)
+			if f.DBName != "xmin" || f.Creatable || f.Updatable {
+				m.err = fmt.Errorf("concurrency: %s.%s must map the system column xmin read-only: tag it `gorm:\"column:xmin;->;-:migration;default:(-)\"`", s.Name, f.Name)
 			}
 			continue
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/httpapi"
 )
 
@@ -51,10 +52,15 @@ func (e *staleWrite) EntityType() string { return e.entity }
 func (e *staleWrite) Table() string      { return strings.ToLower(e.entity) + "s" }
 func (e *staleWrite) Key() string        { return "42" }
 func (e *staleWrite) Error() string      { return "concurrency conflict: " + e.entity }
-func (e *staleWrite) Unwrap() error      { return errConflictSentinel }
+func (e *staleWrite) Unwrap() error      { return concurrency.ErrConflict }
 
-// errConflictSentinel stands for concurrency.ErrConflict.
-var errConflictSentinel = errors.New("concurrency conflict")
+// entityError names an entity but is no conflict: it must not become a 409.
+type entityError struct{}
+
+func (entityError) EntityType() string { return "Proposal" }
+func (entityError) Table() string      { return "proposals" }
+func (entityError) Key() string        { return "1" }
+func (entityError) Error() string      { return "proposal exploded" }
 
 type thingInput struct {
 	Name  string `json:"name"`
@@ -148,6 +154,7 @@ func testRoutes(api *gin.RouterGroup) {
 	api.POST("/conflicts/:entity", httpapi.H(func(c *gin.Context) error {
 		return fmt.Errorf("save: %w", &staleWrite{entity: c.Param("entity")})
 	}))
+	api.POST("/not-conflicts", httpapi.H(func(*gin.Context) error { return entityError{} }))
 	api.GET("/boom", httpapi.H(func(*gin.Context) error {
 		return errors.New("dial tcp 10.1.2.3:5432: secret internals")
 	}))
@@ -162,6 +169,12 @@ type server struct {
 }
 
 func newServer(t *testing.T, mutate ...func(*httpapi.Options)) *server {
+	t.Helper()
+	return newServerWithRoutes(t, nil, mutate...)
+}
+
+// newServerWithRoutes mounts extra routes beside testRoutes before serving, as app mounts modules.
+func newServerWithRoutes(t *testing.T, extra func(api *gin.RouterGroup), mutate ...func(*httpapi.Options)) *server {
 	t.Helper()
 	logs := &syncBuffer{}
 	reg := prometheus.NewRegistry()
@@ -178,6 +191,9 @@ func newServer(t *testing.T, mutate ...func(*httpapi.Options)) *server {
 	engine, api, err := httpapi.NewEngine(opts)
 	require.NoError(t, err)
 	testRoutes(api)
+	if extra != nil {
+		extra(api)
+	}
 	srv := httptest.NewServer(engine)
 	t.Cleanup(srv.Close)
 	return &server{Server: srv, engine: engine, logs: logs, reg: reg}
@@ -281,6 +297,8 @@ func TestAPI(t *testing.T) {
 
 		{name: "conflict", method: "POST", url: "/api/v1/conflicts/Delivery", token: token, wantStatus: 409, wantCode: "concurrency_conflict"},
 		{name: "conflict with entity code", method: "POST", url: "/api/v1/conflicts/Proposal", token: token, wantStatus: 409, wantCode: "proposal_already_decided"},
+
+		{name: "entity error that is no conflict", method: "POST", url: "/api/v1/not-conflicts", token: token, wantStatus: 500, wantCode: "internal_error"},
 
 		{name: "bad limit", method: "GET", url: "/api/v1/things?limit=0", token: token, wantStatus: 400, wantCode: "invalid_query", wantFields: []apperr.FieldError{{Field: "limit", Message: "must be an integer between 1 and 200"}}},
 		{name: "limit too high", method: "GET", url: "/api/v1/things?limit=201", token: token, wantStatus: 400, wantCode: "invalid_query"},

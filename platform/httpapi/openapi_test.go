@@ -21,6 +21,7 @@ func thingsFragment(t *testing.T, drop string, extra map[string]any) []byte {
 		"/api/v1/things/{id}":        map[string]any{"get": op("get"), "put": op("replace")},
 		"/api/v1/things/{id}/accept": map[string]any{"post": op("accept")},
 		"/api/v1/conflicts/{entity}": map[string]any{"post": op("conflict")},
+		"/api/v1/not-conflicts":      map[string]any{"post": op("not a conflict")},
 		"/api/v1/boom":               map[string]any{"get": op("boom")},
 		"/api/v1/panic":              map[string]any{"get": op("panic")},
 	}

@@ -51,6 +51,7 @@ func readyz(checks map[string]func(context.Context) error, timeout time.Duration
 		for _, name := range names {
 			body.Checks[name] = "timeout"
 		}
+	collect:
 		for range names {
 			select {
 			case r := <-results:
@@ -62,9 +63,7 @@ func readyz(checks map[string]func(context.Context) error, timeout time.Duration
 				logger.WarnContext(ctx, "readiness check failed", "check", r.name, "error", r.err.Error(),
 					"request_id", correlation.ID(c.Request.Context()))
 			case <-ctx.Done():
-			}
-			if ctx.Err() != nil {
-				break
+				break collect // the checks still out stay "timeout"
 			}
 		}
 		status := http.StatusOK

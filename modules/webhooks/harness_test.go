@@ -1,0 +1,399 @@
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/keelson/keelson/modules/webhooks/contract"
+	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/database/dbtest"
+	"github.com/keelson/keelson/platform/httpapi"
+	"github.com/keelson/keelson/platform/jobs"
+	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/module"
+	"github.com/keelson/keelson/platform/outbox"
+)
+
+const testToken = "test-token"
+
+// harness is one replica of the module built from the real platform: PostgreSQL, the outbox, and,
+// when asked, the RabbitMQ bus (forwarder and consumers) and the jobs runner (the sweep schedule).
+type harness struct {
+	t        *testing.T
+	database *dbtest.Database
+	db       *database.DB
+	svc      *Service
+	api      *httptest.Server
+	registry *prometheus.Registry
+
+	mu     sync.Mutex
+	failed []contract.DeliveryFailedPayload // webhooks.delivery_failed events consumed
+}
+
+type harnessOptions struct {
+	bus      bool
+	jobs     bool
+	database *dbtest.Database // another replica's database; nil = a fresh one
+}
+
+func testConfig() Config {
+	return Config{
+		AllowPrivateTargets: true,
+		SendTimeout:         2 * time.Second,
+		ClaimLease:          time.Minute,
+		SweepInterval:       50 * time.Millisecond,
+		RetrySchedule:       []time.Duration{50 * time.Millisecond, 100 * time.Millisecond},
+	}
+}
+
+func testLogger() *slog.Logger {
+	level := slog.Level(100)
+	if os.Getenv("TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+func amqpURL() string {
+	if u := os.Getenv("TEST_AMQP_URL"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func newHarness(t *testing.T, cfg Config, opts harnessOptions) *harness {
+	t.Helper()
+	dbase := opts.database
+	if dbase == nil {
+		dbase = dbtest.Create(t, Name)
+	}
+	db := dbase.Open(t)
+	logger := testLogger()
+	promReg := prometheus.NewRegistry()
+	pub, err := outbox.NewPublisher(db)
+	require.NoError(t, err)
+
+	reg := module.NewRegistry(module.Deps{DB: db, Events: pub, Logger: logger, Metrics: promReg, InstanceID: "test-" + randomHex(3)})
+	mod, err := New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, mod.Register(reg.For(mod)))
+
+	engine, api, err := httpapi.NewEngine(httpapi.Options{Logger: logger, Tokens: []string{testToken}, Metrics: promReg,
+		ConflictCodes: reg.ConflictCodes(), OpenAPI: reg.OpenAPIFragments()})
+	require.NoError(t, err)
+	for _, rs := range reg.RouteSets() {
+		rs.Mount(api)
+	}
+	srv := httptest.NewServer(engine)
+	t.Cleanup(srv.Close)
+
+	h := &harness{t: t, database: dbase, db: db, svc: mod.Service(), api: srv, registry: promReg}
+	if opts.bus {
+		subs := append(reg.Subscriptions(), messaging.Subscription{
+			Consumer: "test.failed", EventTypes: []string{contract.DeliveryFailed},
+			Handle: func(_ context.Context, e messaging.Event) error {
+				var p contract.DeliveryFailedPayload
+				if err := e.Decode(&p); err != nil {
+					return err
+				}
+				h.mu.Lock()
+				h.failed = append(h.failed, p)
+				h.mu.Unlock()
+				return nil
+			},
+		})
+		h.startBus(subs, logger, promReg)
+	}
+	if opts.jobs {
+		runner, err := jobs.NewRunner(db, jobs.Config{InstanceID: "test-" + randomHex(3), Workers: 2,
+			PollInterval: 20 * time.Millisecond, Lease: 5 * time.Second, ShutdownTimeout: 5 * time.Second},
+			reg.JobKinds(), reg.Schedules(), logger, promReg)
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- runner.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				t.Error("jobs runner did not stop")
+			}
+		})
+	}
+	return h
+}
+
+// startBus runs the real messaging bus on an exchange and queues of the test's own, deleted at the end.
+func (h *harness) startBus(subs []messaging.Subscription, logger *slog.Logger, reg prometheus.Registerer) {
+	t := h.t
+	id := randomHex(5)
+	cfg := messaging.Config{
+		AMQPURL: amqpURL(), Exchange: "test.webhooks." + id, QueuePrefix: "test.webhooks." + id,
+		PollInterval: 10 * time.Millisecond, RetryInitialInterval: 10 * time.Millisecond,
+		RetryMaxInterval: 50 * time.Millisecond, ShutdownTimeout: 10 * time.Second,
+	}
+	t.Cleanup(func() { deleteTopology(cfg, subs) })
+	bus, err := messaging.New(cfg, h.db, logger, reg, subs)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- bus.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("bus: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("bus did not stop within 30s")
+		}
+	})
+	select {
+	case <-bus.Ready():
+	case err := <-done:
+		t.Fatalf("bus stopped before ready: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("bus not ready after 30s")
+	}
+}
+
+func deleteTopology(cfg messaging.Config, subs []messaging.Subscription) {
+	conn, err := amqp.Dial(cfg.AMQPURL)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return
+	}
+	defer ch.Close()
+	for _, s := range subs {
+		q := cfg.QueuePrefix + "." + s.Consumer
+		_, _ = ch.QueueDelete(q, false, false, false)
+		_, _ = ch.QueueDelete(q+".dead", false, false, false)
+	}
+	_ = ch.ExchangeDelete(cfg.Exchange, false, false)
+}
+
+// response is an API answer.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(r.body, &m), string(r.body))
+	return m
+}
+
+// call sends an authenticated API request; body is marshalled unless it is a string or []byte.
+func (h *harness) call(method, path string, body any, headers ...string) response {
+	h.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = bytes.NewBufferString(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		require.NoError(h.t, err)
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, h.api.URL+"/api/v1/webhooks"+path, rd)
+	require.NoError(h.t, err)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(h.t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(h.t, err)
+	return response{status: resp.StatusCode, header: resp.Header, body: raw}
+}
+
+// subscribe creates a subscription and returns its id and secret.
+func (h *harness) subscribe(url string, patterns ...string) (id, secret string) {
+	h.t.Helper()
+	r := h.call(http.MethodPost, "/subscriptions", map[string]any{"url": url, "event_types": patterns})
+	require.Equal(h.t, http.StatusCreated, r.status, string(r.body))
+	m := r.json(h.t)
+	return m["id"].(string), m["secret"].(string)
+}
+
+// publish posts an event and returns its id.
+func (h *harness) publish(eventType string, data map[string]any) string {
+	h.t.Helper()
+	r := h.call(http.MethodPost, "/events", map[string]any{"type": eventType, "data": data})
+	require.Equal(h.t, http.StatusAccepted, r.status, string(r.body))
+	return r.json(h.t)["id"].(string)
+}
+
+// countRows counts the rows of a table.
+func (h *harness) countRows(table string) int {
+	h.t.Helper()
+	var n int64
+	require.NoError(h.t, h.db.Gorm().Table(table).Count(&n).Error)
+	return int(n)
+}
+
+// outboxMessage is a row of the outbox, decoded from watermill's forwarder envelope.
+type outboxMessage struct {
+	Topic   string
+	Payload []byte
+}
+
+func (h *harness) outbox() []outboxMessage {
+	h.t.Helper()
+	var raws []string
+	require.NoError(h.t, h.db.Gorm().Raw(`SELECT payload::text FROM outbox_messages ORDER BY "offset"`).Scan(&raws).Error)
+	out := make([]outboxMessage, 0, len(raws))
+	for _, raw := range raws {
+		var env struct {
+			DestinationTopic string `json:"destination_topic"`
+			Payload          []byte `json:"payload"`
+		}
+		require.NoError(h.t, json.Unmarshal([]byte(raw), &env))
+		out = append(out, outboxMessage{Topic: env.DestinationTopic, Payload: env.Payload})
+	}
+	return out
+}
+
+// deliveryRequests are the DeliveryRequested messages in the outbox.
+func (h *harness) deliveryRequests() []contract.DeliveryRequestedPayload {
+	var out []contract.DeliveryRequestedPayload
+	for _, m := range h.outbox() {
+		if m.Topic != contract.DeliveryRequested {
+			continue
+		}
+		var p contract.DeliveryRequestedPayload
+		require.NoError(h.t, json.Unmarshal(m.Payload, &p))
+		out = append(out, p)
+	}
+	return out
+}
+
+func (h *harness) failedEvents() []contract.DeliveryFailedPayload {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]contract.DeliveryFailedPayload(nil), h.failed...)
+}
+
+// metricValue reads a counter or gauge sample of the harness's registry whose labels include labels.
+func (h *harness) metricValue(name string, labels ...string) float64 {
+	h.t.Helper()
+	families, err := h.registry.Gather()
+	require.NoError(h.t, err)
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if hasLabels(m, labels) {
+				total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+func hasLabels(m *dto.Metric, labels []string) bool {
+	for i := 0; i+1 < len(labels); i += 2 {
+		found := false
+		for _, l := range m.GetLabel() {
+			if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, timeout time.Duration, cond func() bool, msg string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s: "+msg, append([]any{timeout}, args...)...)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// receiver is a webhook endpoint recording every request; respond decides each answer.
+type receiver struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []received
+	respond  func(n int, w http.ResponseWriter, r *http.Request) // n = 1-based request number
+}
+
+type received struct {
+	header http.Header
+	body   []byte
+}
+
+func newReceiver(t *testing.T, respond func(n int, w http.ResponseWriter, r *http.Request)) *receiver {
+	rc := &receiver{respond: respond}
+	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rc.mu.Lock()
+		rc.requests = append(rc.requests, received{header: r.Header.Clone(), body: body})
+		n := len(rc.requests)
+		rc.mu.Unlock()
+		if rc.respond != nil {
+			rc.respond(n, w, r)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+func (rc *receiver) received() []received {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]received(nil), rc.requests...)
+}
+
+func (rc *receiver) count() int { return len(rc.received()) }

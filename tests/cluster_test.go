@@ -1,0 +1,254 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// brokerURL is the RabbitMQ the replicas use (TEST_AMQP_URL overrides it).
+func brokerURL() string {
+	if u := os.Getenv("TEST_AMQP_URL"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}
+
+// Timings short enough for tests: a killed replica's claims expire in seconds, and a failed
+// attempt is retried many times before a delivery could be given up.
+const (
+	testSendTimeout   = 2 * time.Second
+	testClaimLease    = 5 * time.Second
+	testSweepInterval = 300 * time.Millisecond
+	testRetrySchedule = "300ms,500ms,1s,1s,2s,2s,2s,2s,2s,2s,2s,2s"
+)
+
+// cluster is a fresh database, migrated by the binary, and two replicas on one isolated broker namespace.
+type cluster struct {
+	t        *testing.T
+	db       *emptyDatabase
+	env      map[string]string
+	replicas []*replica
+	receiver *webhookReceiver
+}
+
+type clusterOptions struct {
+	AMQPURL  string // default brokerURL(); the broker-cut test points it at a proxy
+	Replicas int    // default 2
+}
+
+func newCluster(t *testing.T, opts clusterOptions) *cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("black-box cluster tests need PostgreSQL, RabbitMQ and a few seconds")
+	}
+	if opts.AMQPURL == "" {
+		opts.AMQPURL = brokerURL()
+	}
+	if opts.Replicas == 0 {
+		opts.Replicas = 2
+	}
+	db := newEmptyDatabase(t)
+	ns := "keelson_bb_" + randomHex(5) // isolates this test's exchange and queues on the shared broker
+	env := map[string]string{
+		"DATABASE_URL":                   db.URL,
+		"AMQP_URL":                       opts.AMQPURL,
+		"AMQP_EXCHANGE":                  ns,
+		"AMQP_QUEUE_PREFIX":              ns,
+		"API_TOKENS":                     apiToken,
+		"WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true",
+		"WEBHOOKS_SEND_TIMEOUT":          testSendTimeout.String(),
+		"WEBHOOKS_CLAIM_LEASE":           testClaimLease.String(),
+		"WEBHOOKS_SWEEP_INTERVAL":        testSweepInterval.String(),
+		"WEBHOOKS_RETRY_SCHEDULE":        testRetrySchedule,
+		"LOG_LEVEL":                      "info",
+		"LOG_FORMAT":                     "json",
+	}
+	runMigrate(t, env)
+	c := &cluster{t: t, db: db, env: env, receiver: newWebhookReceiver(t)}
+	for i := range opts.Replicas {
+		c.replicas = append(c.replicas, startReplica(t, fmt.Sprintf("replica%d", i+1), env))
+	}
+	return c
+}
+
+// api is a client of replica i.
+func (c *cluster) api(i int) *apiClient { return newAPIClient(c.replicas[i].URL()) }
+
+// subscribe creates a subscription to endpoint (a path of the receiver) and trusts its secret.
+func (c *cluster) subscribe(endpoint string, eventTypes []string, enabled bool) subscription {
+	c.t.Helper()
+	s := c.api(0).subscribe(c.t, c.receiver.URL(endpoint), eventTypes, enabled)
+	c.receiver.Trust(endpoint, s.Secret)
+	return s
+}
+
+// loadRun posts events to every replica in turn, retrying a failed post on the next replica with
+// the same event id (ingestion is idempotent on it), until each was accepted.
+type loadRun struct {
+	c        *cluster
+	expected map[receiptKey]bool
+	events   int
+	accepted atomic.Int64
+	retried  atomic.Int64
+	done     chan error
+	cancel   context.CancelFunc
+}
+
+// startLoad posts events of type eventType with ids prefix-0…prefix-(n-1); each is expected at every endpoint.
+func (c *cluster) startLoad(prefix, eventType string, n int, endpoints []string) *loadRun {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	l := &loadRun{c: c, expected: map[receiptKey]bool{}, events: n, done: make(chan error, 1), cancel: cancel}
+	ids := make(chan string, n)
+	for i := range n {
+		id := fmt.Sprintf("%s-%05d", prefix, i)
+		ids <- id
+		for _, e := range endpoints {
+			l.expected[receiptKey{Endpoint: e, WebhookID: id}] = true
+		}
+	}
+	close(ids)
+	c.t.Cleanup(cancel)
+	go func() {
+		var wg sync.WaitGroup
+		var firstErr error
+		var mu sync.Mutex
+		for w := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for id := range ids {
+					if err := l.post(ctx, w, id, eventType, len(endpoints)); err != nil {
+						mu.Lock()
+						if firstErr == nil {
+							firstErr = err
+						}
+						mu.Unlock()
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		l.done <- firstErr
+	}()
+	return l
+}
+
+func (l *loadRun) post(ctx context.Context, worker int, id, eventType string, wantDeliveries int) error {
+	for attempt := 0; ; attempt++ {
+		r := l.c.replicas[(worker+attempt)%len(l.c.replicas)]
+		got, err := newAPIClient(r.URL()).postEvent(ctx, id, eventType, map[string]any{"seq": id})
+		if err == nil {
+			if got.ID != id || got.Deliveries != wantDeliveries {
+				return fmt.Errorf("event %s accepted as %+v, want %d deliveries", id, got, wantDeliveries)
+			}
+			l.accepted.Add(1)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("event %s never accepted: %w", id, err)
+		}
+		var status int
+		if _, scanErr := fmt.Sscanf(errorStatus(err), "%d", &status); scanErr == nil && status >= 400 && status < 500 {
+			return fmt.Errorf("event %s refused: %w", id, err)
+		}
+		l.retried.Add(1)
+		time.Sleep(50 * time.Millisecond) // the replica is down or restarting: try the next one
+	}
+}
+
+// errorStatus extracts the status code written by apiClient.do ("POST /x: 503 …"), or "".
+func errorStatus(err error) string {
+	_, rest, ok := strings.Cut(err.Error(), ": ")
+	if !ok {
+		return ""
+	}
+	code, _, _ := strings.Cut(rest, " ")
+	return code
+}
+
+// waitProgress waits until a fraction of the expected deliveries arrived.
+func (l *loadRun) waitProgress(fraction float64) {
+	l.c.t.Helper()
+	want := int(fraction * float64(len(l.expected)))
+	if !l.c.receiver.WaitUnique(want, 2*time.Minute) {
+		l.c.t.Fatalf("only %d of %d deliveries arrived before the fault", l.c.receiver.Unique(), want)
+	}
+}
+
+// finish waits until every event was accepted, every expected delivery received, and the API
+// reports every delivery succeeded; then the receipts are final and are returned.
+func (l *loadRun) finish(alive int) receiptStats {
+	t := l.c.t
+	t.Helper()
+	if err := <-l.done; err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	l.c.receiver.WaitUnique(len(l.expected), 2*time.Minute)
+	api := l.c.api(alive)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		succeeded, err := api.deliveries(ctx, url.Values{"status": {"succeeded"}})
+		cancel()
+		if err == nil && len(succeeded) >= len(l.expected) {
+			break
+		}
+		if time.Now().After(deadline) {
+			s := l.c.receiver.Stats(l.expected)
+			t.Fatalf("deliveries never all succeeded: %d succeeded (err %v); receiver lost=%d duplicates=%d missing e.g. %v",
+				len(succeeded), err, s.Lost, s.Duplicates, s.MissingSample)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	s := l.c.receiver.Stats(l.expected)
+	if s.BadSignatures > 0 {
+		t.Errorf("%d requests had a signature that does not verify", s.BadSignatures)
+	}
+	if s.Unexpected > 0 {
+		t.Errorf("%d receipts nobody expected", s.Unexpected)
+	}
+	if s.Lost > 0 {
+		t.Errorf("lost = %d of %d, e.g. %v", s.Lost, s.Expected, s.MissingSample)
+	}
+	return s
+}
+
+// deliveriesByStatus counts replica i's view of every delivery by status.
+func (c *cluster) deliveriesByStatus(i int) (map[string]int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	all, err := c.api(i).deliveries(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, d := range all {
+		out[d.Status]++
+	}
+	return out, nil
+}
+
+// waitReadyz waits until replica i's /readyz answers want.
+func (c *cluster) waitReadyz(i, want int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		code, err := c.replicas[i].readyz()
+		if code == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.Join(fmt.Errorf("%s /readyz answered %d, want %d", c.replicas[i].name, code, want), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -50,7 +50,56 @@ func OpenAPIDocument(fragments ...[]byte) ([]byte, error) {
 			}
 		}
 	}
+	if missing := unresolvedRefs(doc); len(missing) > 0 {
+		return nil, fmt.Errorf("httpapi: OpenAPI $ref without a target: %s", strings.Join(missing, ", "))
+	}
 	return json.MarshalIndent(doc, "", "  ")
+}
+
+// unresolvedRefs lists the local "$ref"s of doc that point at nothing, so a typo fails at start.
+func unresolvedRefs(doc map[string]any) []string {
+	seen := map[string]bool{}
+	var missing []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, child := range v {
+				ref, ok := child.(string)
+				if k == "$ref" && ok && strings.HasPrefix(ref, "#/") && !seen[ref] {
+					seen[ref] = true
+					if !resolves(doc, ref) {
+						missing = append(missing, ref)
+					}
+					continue
+				}
+				walk(child)
+			}
+		case []any:
+			for _, child := range v {
+				walk(child)
+			}
+		}
+	}
+	walk(doc)
+	sort.Strings(missing)
+	return missing
+}
+
+// resolves follows a local JSON pointer ("#/components/schemas/X").
+func resolves(doc map[string]any, ref string) bool {
+	var cur any = doc
+	for _, token := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+		token = strings.ReplaceAll(strings.ReplaceAll(token, "~1", "/"), "~0", "~")
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return false
+		}
+		if cur, ok = m[token]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // mergeInto adds entries under parent[key]; an entry already there must be identical.

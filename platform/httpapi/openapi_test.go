@@ -96,3 +96,16 @@ func TestOpenAPIDocumentRejectsClashingFragments(t *testing.T) {
 	_, err = httpapi.OpenAPIDocument(problem)
 	assert.ErrorContains(t, err, `"Problem" defined twice`, "modules cannot redefine the shared Problem")
 }
+
+func TestOpenAPIDocumentRejectsDanglingRefs(t *testing.T) {
+	ok := []byte(`{"paths":{"/api/v1/x":{"get":{"responses":{"404":{"$ref":"#/components/responses/NotFound"},
+		"200":{"description":"ok","content":{"application/json":{"schema":{"$ref":"#/components/schemas/X"}}}}}}}},
+		"components":{"schemas":{"X":{"type":"object"}}}}`)
+	_, err := httpapi.OpenAPIDocument(ok)
+	require.NoError(t, err, "refs to the fragment's own and the shared components resolve")
+
+	dangling := []byte(`{"paths":{"/api/v1/x":{"get":{"responses":{"200":{"description":"ok",
+		"content":{"application/json":{"schema":{"$ref":"#/components/schemas/Typo"}}}}}}}}}`)
+	_, err = httpapi.OpenAPIDocument(dangling)
+	assert.ErrorContains(t, err, "#/components/schemas/Typo")
+}

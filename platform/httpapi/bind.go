@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,10 +111,16 @@ func decodeError(err error) error {
 	}
 }
 
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+
 // jsonKind names the JSON type a Go type expects, for field error messages.
 func jsonKind(t reflect.Type) string {
 	if t == nil {
 		return "of another type"
+	}
+	// UUIDs, times and other text-encoded values travel as JSON strings whatever their Go kind.
+	if t.Implements(textUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+		return "a string"
 	}
 	switch t.Kind() {
 	case reflect.String:

@@ -63,9 +63,10 @@ func (entityError) Key() string        { return "1" }
 func (entityError) Error() string      { return "proposal exploded" }
 
 type thingInput struct {
-	Name  string `json:"name"`
-	Count int    `json:"count"`
-	Tags  []string
+	Name  string    `json:"name"`
+	Count int       `json:"count"`
+	Tags  []string  `json:"tags"`
+	Owner uuid.UUID `json:"owner"`
 }
 
 type thing struct {
@@ -268,6 +269,12 @@ func TestAPI(t *testing.T) {
 			wantStatus: 422, wantCode: "validation_failed", wantFields: []apperr.FieldError{{Field: "colour", Message: "unknown field"}}},
 		{name: "wrong json type", method: "POST", url: "/api/v1/things", token: token, body: `{"name":"a","count":"many"}`, contentType: "application/json",
 			wantStatus: 422, wantCode: "validation_failed", wantFields: []apperr.FieldError{{Field: "count", Message: "must be an integer"}}},
+		{name: "number for a uuid", method: "POST", url: "/api/v1/things", token: token, body: `{"name":"a","owner":5}`, contentType: "application/json",
+			wantStatus: 422, wantCode: "validation_failed", wantFields: []apperr.FieldError{{Field: "owner", Message: "must be a string"}}},
+		{name: "number in a string array", method: "POST", url: "/api/v1/things", token: token, body: `{"name":"a","tags":["x",1]}`, contentType: "application/json",
+			wantStatus: 422, wantCode: "validation_failed", wantFields: []apperr.FieldError{{Field: "tags", Message: "must be a string"}}},
+		{name: "malformed uuid", method: "POST", url: "/api/v1/things", token: token, body: `{"name":"a","owner":"nope"}`, contentType: "application/json",
+			wantStatus: 422, wantCode: "validation_failed"},
 		{name: "not an object", method: "POST", url: "/api/v1/things", token: token, body: `[1]`, contentType: "application/json",
 			wantStatus: 422, wantCode: "validation_failed", wantFields: []apperr.FieldError{{Field: "body", Message: "must be an object"}}},
 		{name: "validation fields", method: "POST", url: "/api/v1/things", token: token, body: `{"name":"","count":-1}`, contentType: "application/json",

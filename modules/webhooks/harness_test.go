@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -42,8 +43,9 @@ type harness struct {
 	api      *httptest.Server
 	registry *prometheus.Registry
 
-	mu     sync.Mutex
-	failed []contract.DeliveryFailedPayload // webhooks.delivery_failed events consumed
+	mu        sync.Mutex
+	failed    []contract.DeliveryFailedPayload    // webhooks.delivery_failed events seen by an observer
+	requested []contract.DeliveryRequestedPayload // webhooks.delivery_requested events seen by an observer
 }
 
 type harnessOptions struct {
@@ -112,17 +114,8 @@ func newHarness(t *testing.T, cfg Config, opts harnessOptions) *harness {
 	h := &harness{t: t, database: dbase, db: db, svc: mod.Service(), api: srv, registry: promReg}
 	if opts.bus {
 		subs := append(reg.Subscriptions(), messaging.Subscription{
-			Consumer: "test.failed", EventTypes: []string{contract.DeliveryFailed},
-			Handle: func(_ context.Context, e messaging.Event) error {
-				var p contract.DeliveryFailedPayload
-				if err := e.Decode(&p); err != nil {
-					return err
-				}
-				h.mu.Lock()
-				h.failed = append(h.failed, p)
-				h.mu.Unlock()
-				return nil
-			},
+			Consumer: "test.observer", EventTypes: []string{contract.DeliveryFailed, contract.DeliveryRequested},
+			Handle: h.observe,
 		})
 		h.startBus(subs, logger, promReg)
 	}
@@ -303,6 +296,40 @@ func (h *harness) deliveryRequests() []contract.DeliveryRequestedPayload {
 		var p contract.DeliveryRequestedPayload
 		require.NoError(h.t, json.Unmarshal(m.Payload, &p))
 		out = append(out, p)
+	}
+	return out
+}
+
+// observe records the module's events as another consumer sees them.
+func (h *harness) observe(_ context.Context, e messaging.Event) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch e.Type {
+	case contract.DeliveryFailed:
+		var p contract.DeliveryFailedPayload
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		h.failed = append(h.failed, p)
+	case contract.DeliveryRequested:
+		var p contract.DeliveryRequestedPayload
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		h.requested = append(h.requested, p)
+	}
+	return nil
+}
+
+// observedRequests are the DeliveryRequested events of one delivery seen so far.
+func (h *harness) observedRequests(id uuid.UUID) []contract.DeliveryRequestedPayload {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []contract.DeliveryRequestedPayload
+	for _, p := range h.requested {
+		if p.DeliveryID == id {
+			out = append(out, p)
+		}
 	}
 	return out
 }

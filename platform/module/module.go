@@ -49,7 +49,11 @@ type Deps struct {
 // Registry collects what modules declare; app turns it into routes, consumers, workers and schedules.
 type Registry struct {
 	Deps
-	module        string
+	module string
+	*declared
+}
+
+type declared struct {
 	routes        []RouteSet
 	subscriptions []messaging.Subscription
 	jobKinds      []jobs.Kind
@@ -66,16 +70,17 @@ type RouteSet struct {
 
 // NewRegistry returns an empty registry carrying deps.
 func NewRegistry(deps Deps) *Registry {
-	return &Registry{Deps: deps, conflictCodes: map[string]string{}}
+	return &Registry{Deps: deps, declared: &declared{conflictCodes: map[string]string{}}}
 }
 
 // For returns the registry as seen by one module: its logger names the module.
+// Declarations made through it land in the same registry.
 func (r *Registry) For(m Module) *Registry {
-	r.module = m.Name()
-	if r.Deps.Logger != nil {
-		r.Deps.Logger = r.Deps.Logger.With("module", m.Name())
+	deps := r.Deps
+	if deps.Logger != nil {
+		deps.Logger = deps.Logger.With("module", m.Name())
 	}
-	return r
+	return &Registry{Deps: deps, module: m.Name(), declared: r.declared}
 }
 
 // Routes mounts handlers under /api/v1 (bearer auth already applied).

@@ -127,18 +127,30 @@ func (b *Bus) run(ctx context.Context) error {
 	case <-gctx.Done(): // a component stopped on its own
 	}
 	b.logger.Info("messaging bus stopping")
-	var errs []error
+	// Forwarders and consumers stop in parallel, so the whole stop takes about ShutdownTimeout.
+	var (
+		closing sync.WaitGroup
+		mu      sync.Mutex
+		errs    []error
+	)
+	stop := func(what string, close func() error) {
+		closing.Add(1)
+		go func() {
+			defer closing.Done()
+			if err := close(); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("close %s: %w", what, err))
+				mu.Unlock()
+			}
+		}()
+	}
 	for _, f := range fwds {
-		if err := f.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close forwarder: %w", err))
-		}
+		stop("forwarder", f.Close)
 	}
 	if router != nil {
-		if err := router.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close consumers: %w", err))
-		}
-		_ = sub.Close()
+		stop("consumers", func() error { return errors.Join(router.Close(), sub.Close()) })
 	}
+	closing.Wait()
 	cancelRun()
 	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		errs = append(errs, err)

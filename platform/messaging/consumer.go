@@ -25,7 +25,7 @@ const (
 // dead-lettering, retry with exponential backoff, failure counting, panic recovery, the handler.
 func newConsumerRouter(cfg Config, subs []Subscription, sub *queueSubscriber, dead message.Publisher,
 	m *metrics, logger *slog.Logger, wlogger watermill.LoggerAdapter) (*message.Router, error) {
-	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: cfg.ShutdownTimeout}, wlogger)
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: cfg.ShutdownTimeout + 5*time.Second}, wlogger)
 	if err != nil {
 		return nil, fmt.Errorf("consumer router: %w", err)
 	}

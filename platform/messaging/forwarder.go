@@ -31,7 +31,7 @@ func newForwarders(cfg Config, db *database.DB, out message.Publisher, logger wa
 		if err != nil {
 			return nil, fmt.Errorf("outbox subscriber: %w", err)
 		}
-		fwd, err := forwarder.NewForwarder(sub, out, logger, forwarder.Config{
+		fwd, err := forwarder.NewForwarder(newDrainingSubscriber(sub, 100*time.Millisecond), out, logger, forwarder.Config{
 			ForwarderTopic: OutboxTopic,
 			CloseTimeout:   cfg.ShutdownTimeout,
 			// Never ack what cannot be unwrapped: such a row stays and shows in the backlog gauge.

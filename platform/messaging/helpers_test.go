@@ -1,0 +1,255 @@
+package messaging_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/outbox"
+)
+
+func amqpURL() string {
+	if u := os.Getenv("TEST_AMQP_URL"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// testConfig isolates a test on RabbitMQ: its own exchange and queue prefix, deleted at the end.
+func testConfig(t *testing.T, consumers ...string) messaging.Config {
+	t.Helper()
+	id := randomHex(5)
+	cfg := messaging.Config{
+		AMQPURL:              amqpURL(),
+		Exchange:             "test.events." + id,
+		QueuePrefix:          "test." + id,
+		PollInterval:         20 * time.Millisecond,
+		RetryInitialInterval: 10 * time.Millisecond,
+		RetryMaxInterval:     50 * time.Millisecond,
+		ShutdownTimeout:      10 * time.Second,
+	}
+	t.Cleanup(func() { deleteTopology(cfg, consumers) })
+	return cfg
+}
+
+func deleteTopology(cfg messaging.Config, consumers []string) {
+	conn, err := amqp.Dial(amqpURL())
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return
+	}
+	defer ch.Close()
+	for _, c := range consumers {
+		q := cfg.QueuePrefix + "." + c
+		_, _ = ch.QueueDelete(q, false, false, false)
+		_, _ = ch.QueueDelete(q+".dead", false, false, false)
+	}
+	_ = ch.ExchangeDelete(cfg.Exchange, false, false)
+}
+
+// testLogger is silent unless TEST_LOG is set: outage tests log an error per failed forward.
+func testLogger() *slog.Logger {
+	level := slog.Level(100)
+	if os.Getenv("TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// runningBus is a Bus running in the background until stop (or the end of the test).
+type runningBus struct {
+	bus      *messaging.Bus
+	registry *prometheus.Registry
+	cancel   context.CancelFunc
+	done     chan error
+	once     sync.Once
+}
+
+func startBus(t *testing.T, cfg messaging.Config, db *database.DB, subs ...messaging.Subscription) *runningBus {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	bus, err := messaging.New(cfg, db, testLogger(), reg, subs)
+	if err != nil {
+		t.Fatalf("messaging.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rb := &runningBus{bus: bus, registry: reg, cancel: cancel, done: make(chan error, 1)}
+	go func() { rb.done <- bus.Run(ctx) }()
+	t.Cleanup(func() { rb.stop(t) })
+	select {
+	case <-bus.Ready():
+	case err := <-rb.done:
+		t.Fatalf("bus stopped before ready: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("bus not ready after 30s")
+	}
+	return rb
+}
+
+// stop cancels Run and waits for its graceful return.
+func (rb *runningBus) stop(t *testing.T) {
+	t.Helper()
+	rb.once.Do(func() {
+		rb.cancel()
+		select {
+		case err := <-rb.done:
+			if err != nil {
+				t.Errorf("bus Run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("bus did not stop within 30s")
+		}
+	})
+}
+
+// counter reads one sample of a metric family with the given consumer label ("" for none).
+func (rb *runningBus) counter(t *testing.T, name, consumer string) float64 {
+	t.Helper()
+	families, err := rb.registry.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			match := consumer == ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "consumer" && l.GetValue() == consumer {
+					match = true
+				}
+			}
+			if !match {
+				continue
+			}
+			switch {
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				return float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return 0
+}
+
+// collector records every delivery a handler sees, duplicates included.
+type collector struct {
+	mu   sync.Mutex
+	seen map[string]int
+	all  int
+}
+
+func newCollector() *collector { return &collector{seen: map[string]int{}} }
+
+func (c *collector) handle(_ context.Context, e messaging.Event) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen[e.ID]++
+	c.all++
+	return nil
+}
+
+func (c *collector) snapshot() (ids map[string]int, deliveries int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids = make(map[string]int, len(c.seen))
+	for k, v := range c.seen {
+		ids[k] = v
+	}
+	return ids, c.all
+}
+
+func (c *collector) has(ids []string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range ids {
+		if c.seen[id] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var errRollback = errors.New("rollback on purpose")
+
+// publishOne commits (or rolls back) one unit of work that publishes one event, and returns it.
+func publishOne(t *testing.T, db *database.DB, pub *outbox.Publisher, eventType string, payload any, commit bool) messaging.Event {
+	t.Helper()
+	ctx := context.Background()
+	e, err := messaging.NewEvent(ctx, "test", eventType, payload)
+	if err != nil {
+		t.Errorf("NewEvent: %v", err)
+		return e
+	}
+	err = db.WithTx(ctx, func(ctx context.Context) error {
+		if err := pub.Publish(ctx, e); err != nil {
+			return err
+		}
+		if !commit {
+			return errRollback
+		}
+		return nil
+	})
+	if commit && err != nil {
+		t.Errorf("commit: %v", err)
+	}
+	if !commit && !errors.Is(err, errRollback) {
+		t.Errorf("rollback: %v", err)
+	}
+	return e
+}
+
+func outboxRows(t *testing.T, db *database.DB) int64 {
+	t.Helper()
+	var n int64
+	if err := db.Gorm().Raw(`SELECT count(*) FROM outbox_messages`).Scan(&n).Error; err != nil {
+		t.Fatalf("count outbox: %v", err)
+	}
+	return n
+}
+
+func newPublisher(t *testing.T, db *database.DB) *outbox.Publisher {
+	t.Helper()
+	pub, err := outbox.NewPublisher(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub
+}

@@ -5,6 +5,7 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+	"gorm.io/gorm/schema"
 )
 
 const addedSelectKey = "concurrency:added_select"
@@ -72,12 +73,12 @@ func (p *plugin) rememberRead(db *gorm.DB) {
 }
 
 // selectedTokens are the tokens a query filled: all of them unless Select/Omit narrowed the columns.
-func selectedTokens(stmt *gorm.Statement, m *model) []*schemaField {
+func selectedTokens(stmt *gorm.Statement, m *model) []*schema.Field {
 	if len(stmt.Selects) == 0 && len(stmt.Omits) == 0 {
 		return m.tokens
 	}
 	columns, restricted := stmt.SelectAndOmitColumns(false, false)
-	var out []*schemaField
+	var out []*schema.Field
 	for _, f := range m.tokens {
 		if v, ok := columns[f.DBName]; (ok && v) || (!ok && !restricted) {
 			out = append(out, f)

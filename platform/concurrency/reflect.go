@@ -5,10 +5,7 @@ import (
 	"reflect"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/schema"
 )
-
-type schemaField = schema.Field
 
 // elemType is the struct type a statement reads into or writes from.
 func elemType(rv reflect.Value) reflect.Type {

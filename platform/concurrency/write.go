@@ -97,7 +97,7 @@ func wrapWhere(stmt *gorm.Statement) {
 	if !ok || len(where.Exprs) < 2 && !isOr(where.Exprs) {
 		return
 	}
-	c.Expression = clause.Where{Exprs: []clause.Expression{clause.AndConditions{Exprs: where.Exprs}}}
+	c.Expression = clause.Where{Exprs: []clause.Expression{clause.AndConditions(where)}}
 	stmt.Clauses["WHERE"] = c
 }
 

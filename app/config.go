@@ -146,14 +146,14 @@ func (c Config) LogValue() slog.Value {
 		slog.String("instance_id", c.InstanceID),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.String("log_format", c.LogFormat),
-		slog.Duration("outbox_poll_interval", c.OutboxPollInterval),
+		slog.String("outbox_poll_interval", c.OutboxPollInterval.String()),
 		slog.Int("job_workers", c.JobWorkers),
-		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
+		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
 		slog.Bool("webhooks_allow_private_targets", c.WebhooksAllowPrivateTargets),
-		slog.Duration("webhooks_send_timeout", c.WebhooksSendTimeout),
-		slog.Duration("webhooks_claim_lease", c.WebhooksClaimLease),
-		slog.Duration("webhooks_sweep_interval", c.WebhooksSweepInterval),
-		slog.Any("webhooks_retry_schedule", c.WebhooksRetrySchedule),
+		slog.String("webhooks_send_timeout", c.WebhooksSendTimeout.String()),
+		slog.String("webhooks_claim_lease", c.WebhooksClaimLease.String()),
+		slog.String("webhooks_sweep_interval", c.WebhooksSweepInterval.String()),
+		slog.String("webhooks_retry_schedule", fmt.Sprint(c.WebhooksRetrySchedule)),
 		slog.String("assistant_base_url", c.AssistantBaseURL),
 		slog.String("assistant_model", c.AssistantModel),
 		slog.String("assistant_api_key", mask(c.AssistantAPIKey)),
@@ -172,10 +172,7 @@ func maskURL(raw string) string {
 	if err != nil {
 		return "****"
 	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "****")
-	}
-	return u.String()
+	return u.Redacted()
 }
 
 func parseURL(v string, dst *string, schemes ...string) error {

@@ -1,11 +1,34 @@
 package main
 
 import (
+	"github.com/keelson/keelson/modules/conversations"
+	"github.com/keelson/keelson/modules/conversations/assistant"
+	"github.com/keelson/keelson/modules/proposals"
+	"github.com/keelson/keelson/modules/webhooks"
 	"github.com/keelson/keelson/platform/module"
 )
 
 // modules is the list of modules this binary runs, in wiring order. Adding a module is one line here.
 func modules(cfg Config) ([]module.Module, error) {
-	_ = cfg
-	return nil, nil
+	wh, err := webhooks.New(webhooks.Config{
+		AllowPrivateTargets: cfg.WebhooksAllowPrivateTargets,
+		SendTimeout:         cfg.WebhooksSendTimeout,
+		ClaimLease:          cfg.WebhooksClaimLease,
+		SweepInterval:       cfg.WebhooksSweepInterval,
+		RetrySchedule:       cfg.WebhooksRetrySchedule,
+	})
+	if err != nil {
+		return nil, err
+	}
+	conv, err := conversations.New(conversations.Config{
+		OpenAI: assistant.OpenAIConfig{
+			BaseURL: cfg.AssistantBaseURL,
+			Model:   cfg.AssistantModel,
+			APIKey:  cfg.AssistantAPIKey,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []module.Module{wh, conv, proposals.New()}, nil
 }

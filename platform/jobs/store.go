@@ -5,10 +5,17 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
+
+// planEachTime makes pgx run a statement unnamed, so PostgreSQL plans it with the real parameters and the
+// table's current size every time: a cached generic plan made while the queue table was small keeps
+// scanning it whole after it grows. Statement descriptions are still cached (one round trip).
+const planEachTime = pgx.QueryExecModeCacheDescribe
 
 // store holds the worker-side statements. Every write after the claim checks ownership:
 // claimed_by = me, still processing, and the attempt we claimed (the fencing token).
@@ -41,7 +48,9 @@ type fence struct {
 }
 
 // claimSQL is the one conditional UPDATE of DESIGN §4: the sub-selects lock free rows with SKIP LOCKED,
-// the outer WHERE re-checks "still free", and the rows returned are ours.
+// the outer WHERE re-checks "still free", and the rows returned are ours. The outer UPDATE finds rows by
+// primary key only (ANY(ARRAY(...)), and a CASE the planner cannot match to the partial indexes): a queue
+// table's statistics lag far behind its contents, and a join or BitmapOr planned on them can scan it whole.
 const claimSQL = `WITH expired AS (
     SELECT id FROM jobs
     WHERE status = 'processing' AND lease_expires_at < now() AND kind = ANY($2::text[])
@@ -53,23 +62,23 @@ const claimSQL = `WITH expired AS (
     ORDER BY run_at LIMIT $3
     FOR UPDATE SKIP LOCKED
 ), candidates AS (
-    SELECT id, true AS reclaimed FROM expired
+    SELECT id FROM expired
     UNION ALL
-    SELECT id, false FROM due
+    SELECT id FROM due
     LIMIT $3
 )
 UPDATE jobs j SET status = 'processing', claimed_by = $1, attempt = j.attempt + 1,
     lease_expires_at = now() + $4 * interval '1 millisecond', updated_at = now()
-FROM candidates c
-WHERE j.id = c.id
-  AND ((j.status = 'pending' AND j.run_at <= now()) OR (j.status = 'processing' AND j.lease_expires_at < now()))`
+WHERE j.id = ANY(ARRAY(SELECT id FROM candidates))
+  AND CASE j.status WHEN 'pending' THEN j.run_at <= now() WHEN 'processing' THEN j.lease_expires_at < now() ELSE false END`
 
 const claimReturning = `
-RETURNING j.id, j.kind, j.payload, j.attempt, j.max_attempts, c.reclaimed, (SELECT count(*) FROM candidates)`
+RETURNING j.id, j.kind, j.payload, j.attempt, j.max_attempts,
+    j.id = ANY(ARRAY(SELECT id FROM expired)), (SELECT count(*) FROM candidates)`
 
 // claim takes up to n free jobs of the given kinds. lost counts candidates the re-check refused.
 func (s *store) claim(ctx context.Context, kinds []string, n int) (jobs []claimed, lost int, err error) {
-	rows, err := s.db.QueryContext(ctx, claimSQL+s.asyncSQL+claimReturning, s.me, kinds, n, s.leaseMS)
+	rows, err := s.db.QueryContext(ctx, claimSQL+s.asyncSQL+claimReturning, planEachTime, s.me, kinds, n, s.leaseMS)
 	if err != nil {
 		return nil, 0, fmt.Errorf("jobs: claim: %w", err)
 	}
@@ -90,10 +99,13 @@ func (s *store) claim(ctx context.Context, kinds []string, n int) (jobs []claime
 	return jobs, max(candidates-len(jobs), 0), nil
 }
 
+// Batch statements match the fence without a join: ids by primary key, then "id/attempt" tokens against
+// an array PostgreSQL hashes (parameters are planned as constants, see planEachTime). A join with
+// unnest() planned on stale statistics became a nested loop costing seconds per thousand rows.
 const completeSQL = `UPDATE jobs j SET status = 'completed', finished_at = now(), updated_at = now(),
     lease_expires_at = NULL, last_error = NULL
-FROM unnest($2::uuid[], $3::int[]) AS c(id, attempt)
-WHERE j.id = c.id AND j.claimed_by = $1 AND j.status = 'processing' AND j.attempt = c.attempt
+WHERE j.id = ANY($2::uuid[]) AND j.claimed_by = $1 AND j.status = 'processing'
+  AND (j.id::text || '/' || j.attempt::text) = ANY($3::text[])
 RETURNING j.id`
 
 // complete marks the given claims completed in one statement and returns the ids it changed;
@@ -104,8 +116,8 @@ func (s *store) complete(ctx context.Context, fences []fence) (map[uuid.UUID]boo
 
 const releaseSQL = `UPDATE jobs j SET status = 'pending', claimed_by = NULL, lease_expires_at = NULL,
     attempt = j.attempt - 1, updated_at = now()
-FROM unnest($2::uuid[], $3::int[]) AS c(id, attempt)
-WHERE j.id = c.id AND j.claimed_by = $1 AND j.status = 'processing' AND j.attempt = c.attempt
+WHERE j.id = ANY($2::uuid[]) AND j.claimed_by = $1 AND j.status = 'processing'
+  AND (j.id::text || '/' || j.attempt::text) = ANY($3::text[])
 RETURNING j.id`
 
 // release hands unfinished claims back (shutdown): pending again, the attempt not counted.
@@ -114,8 +126,8 @@ func (s *store) release(ctx context.Context, fences []fence) (map[uuid.UUID]bool
 }
 
 const heartbeatSQL = `UPDATE jobs j SET lease_expires_at = now() + $4 * interval '1 millisecond'
-FROM unnest($2::uuid[], $3::int[]) AS c(id, attempt)
-WHERE j.id = c.id AND j.claimed_by = $1 AND j.status = 'processing' AND j.attempt = c.attempt`
+WHERE j.id = ANY($2::uuid[]) AND j.claimed_by = $1 AND j.status = 'processing'
+  AND (j.id::text || '/' || j.attempt::text) = ANY($3::text[])`
 
 // extend renews the leases of running claims and returns the ids still ours.
 func (s *store) extend(ctx context.Context, fences []fence) (map[uuid.UUID]bool, error) {
@@ -124,12 +136,12 @@ func (s *store) extend(ctx context.Context, fences []fence) (map[uuid.UUID]bool,
 
 func (s *store) fenced(ctx context.Context, op, query string, fences []fence, extra ...any) (map[uuid.UUID]bool, error) {
 	ids := make([]string, len(fences))
-	attempts := make([]int32, len(fences))
+	tokens := make([]string, len(fences))
 	for i, f := range fences {
 		ids[i] = f.id.String()
-		attempts[i] = int32(f.attempt)
+		tokens[i] = ids[i] + "/" + strconv.Itoa(f.attempt)
 	}
-	rows, err := s.db.QueryContext(ctx, query, append([]any{s.me, ids, attempts}, extra...)...)
+	rows, err := s.db.QueryContext(ctx, query, append([]any{planEachTime, s.me, ids, tokens}, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %s: %w", op, err)
 	}
@@ -166,7 +178,7 @@ func (s *store) fail(ctx context.Context, f fence, reason string) (bool, error) 
 }
 
 func (s *store) fencedOne(ctx context.Context, op, query string, args ...any) (bool, error) {
-	res, err := s.db.ExecContext(ctx, query, args...)
+	res, err := s.db.ExecContext(ctx, query, append([]any{planEachTime}, args...)...)
 	if err != nil {
 		return false, fmt.Errorf("jobs: %s: %w", op, err)
 	}

@@ -1,0 +1,168 @@
+// Command jobs benchmarks Keelson's job queue beside River and pgbench on this machine's PostgreSQL:
+// a burn-down of N no-op jobs and a fixed-duration insert-and-work run, each on a throwaway database.
+//
+//	cd bench/jobs && go run .
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net/url"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+type options struct {
+	adminURL  string
+	jobs      int
+	duration  time.Duration
+	workers   int
+	batch     int
+	poll      time.Duration
+	skipRiver bool
+	skipPGB   bool
+	only      string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.adminURL, "admin-url", envOr("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "server used to create and drop throwaway databases")
+	flag.IntVar(&o.jobs, "jobs", 100_000, "jobs in the burn-down")
+	flag.DurationVar(&o.duration, "duration", 30*time.Second, "length of the insert-and-work run")
+	flag.IntVar(&o.workers, "workers", 200, "worker goroutines, the same for Keelson and River")
+	flag.IntVar(&o.batch, "batch", 200, "Keelson claim batch size")
+	flag.DurationVar(&o.poll, "poll", 20*time.Millisecond, "poll interval (Keelson PollInterval, River FetchPollInterval)")
+	flag.BoolVar(&o.skipRiver, "skip-river", false, "skip River")
+	flag.BoolVar(&o.skipPGB, "skip-pgbench", false, "skip pgbench")
+	flag.StringVar(&o.only, "only", "", "run only burndown or continuous")
+	flag.Parse()
+	if err := run(context.Background(), o); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	fmt.Printf("machine: %d CPUs, %s; jobs=%d duration=%s workers=%d keelson batch=%d poll=%s\n",
+		runtime.NumCPU(), serverVersion(ctx, o.adminURL), o.jobs, o.duration, o.workers, o.batch, o.poll)
+	var results []result
+	add := func(r result, err error) error {
+		if err != nil {
+			return err
+		}
+		fmt.Printf("  %-10s %-11s %8d jobs in %7.2fs = %8.0f jobs/s\n", r.system, r.mode, r.jobs, r.elapsed.Seconds(), r.rate())
+		results = append(results, r)
+		return nil
+	}
+	if o.only != "continuous" {
+		if err := add(keelsonBurndown(ctx, o)); err != nil {
+			return err
+		}
+		if !o.skipRiver {
+			if err := add(riverBurndown(ctx, o)); err != nil {
+				return err
+			}
+		}
+	}
+	if o.only != "burndown" {
+		if err := add(keelsonContinuous(ctx, o)); err != nil {
+			return err
+		}
+		if !o.skipRiver {
+			if err := add(riverContinuous(ctx, o)); err != nil {
+				return err
+			}
+		}
+	}
+	var tps float64
+	if !o.skipPGB {
+		var err error
+		if tps, err = pgbenchN(ctx, o); err != nil {
+			return err
+		}
+		fmt.Printf("  pgbench -N -c 8 -j 2 -T 10: %.0f tps\n", tps)
+	}
+	fmt.Println("\nsummary")
+	for _, mode := range []string{"burn-down", "continuous"} {
+		var k, r float64
+		for _, res := range results {
+			if res.mode != mode {
+				continue
+			}
+			if res.system == "keelson" {
+				k = res.rate()
+			} else {
+				r = res.rate()
+			}
+		}
+		if k == 0 {
+			continue
+		}
+		line := fmt.Sprintf("  %-11s keelson %8.0f jobs/s", mode, k)
+		if r > 0 {
+			line += fmt.Sprintf("  river %8.0f jobs/s  keelson/river %.2f", r, k/r)
+		}
+		if tps > 0 {
+			line += fmt.Sprintf("  keelson/pgbench-N %.2f", k/tps)
+		}
+		fmt.Println(line)
+	}
+	return nil
+}
+
+type result struct {
+	system, mode string
+	jobs         int
+	elapsed      time.Duration
+}
+
+func (r result) rate() float64 { return float64(r.jobs) / r.elapsed.Seconds() }
+
+// throwaway creates a database named after the run and returns its URL and a drop function.
+func throwaway(ctx context.Context, adminURL, prefix string) (string, func(), error) {
+	name := fmt.Sprintf("bench_%s_%d", prefix, time.Now().UnixNano())
+	admin, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("admin connect: %w", err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, fmt.Errorf("create %s: %w", name, err)
+	}
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return "", nil, err
+	}
+	u.Path = "/" + name
+	drop := func() {
+		c, err := pgx.Connect(context.Background(), adminURL)
+		if err != nil {
+			return
+		}
+		defer c.Close(context.Background())
+		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	}
+	return u.String(), drop, nil
+}
+
+func serverVersion(ctx context.Context, adminURL string) string {
+	c, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "unknown server"
+	}
+	defer c.Close(ctx)
+	var v string
+	_ = c.QueryRow(ctx, "SHOW server_version").Scan(&v)
+	return "PostgreSQL " + v
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -247,4 +247,3 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool, what string)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-

@@ -54,8 +54,9 @@ var Variables = []Variable{
 		set: func(c *Config, v string) error { return parseURL(v, &c.DatabaseURL, "postgres", "postgresql") }},
 	{Name: "DB_MAX_OPEN_CONNS", Default: "20", Usage: "connection pool size",
 		set: func(c *Config, v string) error { return parseInt(v, 1, 1000, &c.DBMaxOpenConns) }},
-	{Name: "AMQP_URL", Default: "amqp://guest:guest@127.0.0.1:5672/", Secret: true, Usage: "RabbitMQ connection URL",
-		set: func(c *Config, v string) error { return parseURL(v, &c.AMQPURL, "amqp", "amqps") }},
+	{Name: "AMQP_URL", Default: "amqp://guest:guest@127.0.0.1:5672/", Secret: true, //nolint:gosec // RabbitMQ's well-known local default
+		Usage: "RabbitMQ connection URL",
+		set:   func(c *Config, v string) error { return parseURL(v, &c.AMQPURL, "amqp", "amqps") }},
 	{Name: "AMQP_EXCHANGE", Default: "keelson.events", Usage: "topic exchange integration events are published to",
 		set: func(c *Config, v string) error { return parseName(v, &c.AMQPExchange) }},
 	{Name: "AMQP_QUEUE_PREFIX", Default: "keelson", Usage: "prefix of every consumer queue",

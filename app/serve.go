@@ -42,7 +42,8 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	defer app.db.Close()
-	listener, err := net.Listen("tcp", cfg.HTTPAddr)
+	var lc net.ListenConfig
+	listener, err := lc.Listen(ctx, "tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}

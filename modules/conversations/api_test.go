@@ -156,14 +156,14 @@ func TestBadInputWritesNothing(t *testing.T) {
 	long := strings.Repeat("x", 201)
 
 	tests := []struct {
-		name        string
-		method      string
-		path        string
-		body        any
-		headers     []string
-		status      int
-		code        string
-		field       string
+		name    string
+		method  string
+		path    string
+		body    any
+		headers []string
+		status  int
+		code    string
+		field   string
 	}{
 		{"create: no title", "POST", conversationsPath, map[string]any{}, nil, 422, "validation_failed", "title"},
 		{"create: empty title", "POST", conversationsPath, map[string]any{"title": ""}, nil, 422, "validation_failed", "title"},

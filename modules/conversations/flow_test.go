@@ -243,3 +243,66 @@ func TestEveryMessageGetsOneReply(t *testing.T) {
 	eventually(t, flowTimeout, func() bool { return len(h.events.ofType("assistant.reply_created")) == 3 }, "three replies published")
 	assert.Empty(t, decode[list[proposalBody]](t, r.do(t, http.MethodGet, proposalsPath, nil)).Items, "no action, no proposal")
 }
+
+// TestProposalsThatCannotBeApplied end failed with the owner's reason: a rename of a deleted
+// conversation, and a subscription whose pattern the webhooks module refuses.
+func TestProposalsThatCannotBeApplied(t *testing.T) {
+	h := newHarness(t)
+	r := h.start(harnessOptions{background: true})
+
+	gone := createConversation(t, r, "Soon gone")
+	postMessage(t, r, gone.ID, "/rename Never")
+	rename := waitForProposals(t, r, gone.ID, 1)[0]
+	current := decode[conversationBody](t, r.do(t, http.MethodGet, conversationsPath+"/"+gone.ID, nil))
+	require.Equal(t, http.StatusNoContent, r.do(t, http.MethodDelete, conversationsPath+"/"+gone.ID, nil, "If-Match", `"`+current.Version+`"`).Status)
+	require.Equal(t, http.StatusOK, r.do(t, http.MethodPost, proposalsPath+"/"+rename.ID+"/accept", nil).Status)
+	failed := waitForProposalStatus(t, r, rename.ID, "failed")
+	assert.Contains(t, failed.Error, "not found")
+
+	c := createConversation(t, r, "Bad pattern")
+	postMessage(t, r, c.ID, "/subscribe http://127.0.0.1:9/hook proposal..created")
+	sub := waitForProposals(t, r, c.ID, 1)[0]
+	require.Equal(t, "create_webhook_subscription", sub.Action.Type)
+	require.Equal(t, http.StatusOK, r.do(t, http.MethodPost, proposalsPath+"/"+sub.ID+"/accept", nil).Status)
+	failed = waitForProposalStatus(t, r, sub.ID, "failed")
+	assert.Contains(t, failed.Error, "event_types")
+	assert.Empty(t, decode[list[struct{ ID string }]](t, r.do(t, http.MethodGet, "/api/v1/webhooks/subscriptions", nil)).Items)
+	assert.Empty(t, h.events.ofType("proposal.applied"))
+}
+
+// TestConcurrentMessagesTouchTheConversation: messages posted at once through two replicas all land,
+// each with its reply job and event, and the conversation's updated_at is the last one's time.
+func TestConcurrentMessagesTouchTheConversation(t *testing.T) {
+	h := newHarness(t)
+	replicas := []*replica{h.start(harnessOptions{}), h.start(harnessOptions{})}
+	c := createConversation(t, replicas[0], "Busy")
+	const writers = 16
+	statuses := make([]int, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Go(func() {
+			resp := replicas[i%2].do(t, http.MethodPost, conversationsPath+"/"+c.ID+"/messages", map[string]any{"content": "hi"})
+			statuses[i] = resp.Status
+			if resp.Status != http.StatusCreated {
+				assert.Equal(t, http.StatusConflict, resp.Status, "%s", resp.Body)
+				assert.Equal(t, "concurrency_conflict", decode[problem](t, resp).Code)
+			}
+		})
+	}
+	wg.Wait()
+	created := int64(0)
+	for _, s := range statuses {
+		if s == http.StatusCreated {
+			created++
+		}
+	}
+	require.Equal(t, int64(writers), created, "posts queue on the conversation's row instead of failing")
+	db := replicas[0].db
+	assert.Equal(t, created, count(t, db, `SELECT count(*) FROM conversation_messages`))
+	assert.Equal(t, created, count(t, db, `SELECT count(*) FROM jobs WHERE kind = 'conversations.assistant_reply'`))
+	assert.Equal(t, created, outboxCount(t, db, "conversation.message.created"))
+	now := decode[conversationBody](t, replicas[1].do(t, http.MethodGet, conversationsPath+"/"+c.ID, nil))
+	var last time.Time
+	require.NoError(t, db.Gorm().Raw(`SELECT max(created_at) FROM conversation_messages`).Scan(&last).Error)
+	assert.True(t, now.UpdatedAt.Equal(last), "updated_at is the last message's time")
+}

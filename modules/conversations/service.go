@@ -2,14 +2,12 @@ package conversations
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/modules/conversations/contract"
 	"github.com/keelson/keelson/platform/apperr"
-	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/messaging"
@@ -18,9 +16,6 @@ import (
 
 // Precondition checks the current version of a resource before a write (If-Match); nil means none.
 type Precondition func(currentVersion string) error
-
-// postAttempts bounds the retries of a message post that lost the conversation's token to another writer.
-const postAttempts = 3
 
 // Service is the application layer of conversations: every write is one unit of work holding the
 // row changes, the integration events and the enqueued jobs.
@@ -131,33 +126,21 @@ func (s *Service) Delete(ctx context.Context, id uuid.UUID, check Precondition) 
 }
 
 // PostMessage adds a user message and, in the same unit of work, touches the conversation under its
-// token, publishes conversation.message.created and enqueues the assistant's reply job.
+// token, publishes conversation.message.created and enqueues the assistant's reply job. The row is
+// locked first: concurrent posts queue, while a PATCH holding an older version still loses (412/409).
 func (s *Service) PostMessage(ctx context.Context, conversationID uuid.UUID, content string) (*Message, error) {
 	var v apperr.Validator
 	checkContent(&v, content)
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	var m *Message
-	var err error
-	for range postAttempts {
-		m, err = s.postMessage(ctx, conversationID, content)
-		// A concurrent rename or post moved the token: the message was not written, so trying again is safe.
-		if !errors.Is(err, concurrency.ErrConflict) || database.InTx(ctx) {
-			break
-		}
-	}
-	return m, err
-}
-
-func (s *Service) postMessage(ctx context.Context, conversationID uuid.UUID, content string) (*Message, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, err
 	}
 	var m *Message
 	err = s.db.WithTx(ctx, func(ctx context.Context) error {
-		c, err := s.store.conversation(ctx, conversationID)
+		c, err := s.store.conversationForUpdate(ctx, conversationID)
 		if err != nil {
 			return err
 		}

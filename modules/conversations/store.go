@@ -40,6 +40,17 @@ func (s *store) conversation(ctx context.Context, id uuid.UUID) (*Conversation, 
 	return &c, err
 }
 
+// conversationForUpdate reads a conversation and locks its row until the unit of work ends, so
+// writers that need no client precondition (a message post) queue instead of failing on the token.
+func (s *store) conversationForUpdate(ctx context.Context, id uuid.UUID) (*Conversation, error) {
+	var c Conversation
+	err := s.db.Conn(ctx).Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ?", id).Take(&c).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, apperr.NotFound("conversation", id.String())
+	}
+	return &c, err
+}
+
 // conversations lists newest first (ids are UUID v7, ordered by creation time).
 func (s *store) conversations(ctx context.Context, after *conversationCursor, limit int) ([]Conversation, error) {
 	q := s.db.Conn(ctx).Order("id DESC").Limit(limit)

@@ -12,6 +12,10 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
+// prefetch is how many unacked deliveries one consumer channel may hold; handlers still run one
+// message at a time per consumer and replica.
+const prefetch = 4
+
 // queueSubscriber is a watermill subscriber whose topic is a queue name. It hands one message at a
 // time to the router, acks on Ack, requeues on Nack, and reconnects after the broker drops.
 type queueSubscriber struct {
@@ -80,7 +84,8 @@ func (s *queueSubscriber) consume(queue string, out chan<- *message.Message) (de
 		return false, fmt.Errorf("open channel: %w", err)
 	}
 	defer func() { _ = ch.Close() }()
-	if err := ch.Qos(1, 0, false); err != nil {
+	// A few deliveries in advance hide the broker round trip; they return to the queue on close.
+	if err := ch.Qos(prefetch, 0, false); err != nil {
 		return false, fmt.Errorf("qos: %w", err)
 	}
 	deliveries, err := ch.Consume(queue, "", false, false, false, false, nil)

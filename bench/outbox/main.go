@@ -1,0 +1,69 @@
+// Command outbox measures the transactional outbox on this machine: watermill-sql's xid8 schema
+// against the queue schema (latency idle and behind an open write transaction, drain throughput),
+// then the whole path through platform/messaging (commit→consumer latency idle and under load,
+// forwarder throughput with publisher confirms), next to pgbench -N for scale.
+//
+//	go run ./bench/outbox [-pg postgres://postgres@127.0.0.1:5432/postgres] [-amqp amqp://guest:guest@127.0.0.1:5672/]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"runtime"
+	"time"
+)
+
+type options struct {
+	adminURL   string
+	amqpURL    string
+	drainN     int
+	idleN      int
+	loadRate   int
+	loadFor    time.Duration
+	shards     []int
+	skipSchema bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.adminURL, "pg", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "PostgreSQL admin URL (throwaway databases are created and dropped)")
+	flag.StringVar(&o.amqpURL, "amqp", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ URL")
+	flag.IntVar(&o.drainN, "drain", 10000, "events pre-filled for throughput runs")
+	flag.IntVar(&o.idleN, "idle", 300, "events for idle latency")
+	flag.IntVar(&o.loadRate, "rate", 500, "offered events/s for the latency-under-load run")
+	flag.DurationVar(&o.loadFor, "load", 10*time.Second, "duration of the load runs")
+	flag.BoolVar(&o.skipSchema, "skip-schema", false, "skip the xid8-vs-queue schema comparison")
+	flag.Parse()
+	o.shards = []int{1, 2, 4, 8}
+
+	log.SetFlags(log.Ltime)
+	ctx := context.Background()
+	host, _ := os.Hostname()
+	fmt.Printf("# outbox benchmark — %s, %d CPUs, %s, %s\n\n", host, runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("load average at start: %s\n\n", loadAverage())
+
+	if !o.skipSchema {
+		if err := compareSchemas(ctx, o); err != nil {
+			log.Fatalf("schema comparison: %v", err)
+		}
+	}
+	if err := endToEnd(ctx, o); err != nil {
+		log.Fatalf("end to end: %v", err)
+	}
+	tps, err := pgbench(ctx, o.adminURL, nil)
+	if err != nil {
+		log.Fatalf("pgbench: %v", err)
+	}
+	fmt.Printf("## pgbench -N -c 8 -j 2 -T 10 (alone)\n\n%.0f tps\n\nload average at end: %s\n", tps, loadAverage())
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return string(b[:len(b)-1])
+}

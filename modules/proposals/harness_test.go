@@ -245,12 +245,6 @@ func count(t *testing.T, db *database.DB, query string, args ...any) int64 {
 	return n
 }
 
-// outboxCount counts the events of one type still in the outbox (harnesses without a bus keep them all).
-func outboxCount(t *testing.T, db *database.DB, eventType string) int64 {
-	t.Helper()
-	return count(t, db, `SELECT count(*) FROM outbox_messages WHERE payload->'metadata'->>'event_type' = ?`, eventType)
-}
-
 func amqpURL() string {
 	if u := os.Getenv("TEST_AMQP_URL"); u != "" {
 		return u

@@ -61,14 +61,24 @@ func endToEnd(ctx context.Context, o options) error {
 	}
 	fmt.Printf("- under load + pgbench -N -c 8 -j 2 running (%.0f tps during the run): %s\n\n", e.lastPgbenchTPS, pg)
 
+	idleTx, err := e.idlePolling(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("- idle bus (4 shards, 20 ms): %.0f transactions/s on its database from polling\n\n", idleTx)
+
 	fmt.Printf("Forwarder throughput, confirms on: %d events pre-filled in the outbox, then the bus starts.\n\n", o.drainN)
-	fmt.Printf("| ForwarderShards | forwarded (outbox → confirmed) | consumed |\n|---|---|---|\n")
+	fmt.Printf("| ForwarderShards | forwarded (outbox → confirmed) | consumed | raw amqp091, same number of confirming publishers |\n|---|---|---|---|\n")
 	for _, shards := range o.shards {
 		fwd, cons, err := e.drainRun(ctx, shards)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("| %d | %.0f msg/s | %.0f msg/s |\n", shards, fwd, cons)
+		raw, err := rawConfirmRate(ctx, o.amqpURL, shards, 4000)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("| %d | %.0f msg/s | %.0f msg/s | %.0f msg/s |\n", shards, fwd, cons, raw)
 	}
 	fmt.Println()
 	return nil
@@ -273,4 +283,30 @@ func (e *e2e) drainRun(ctx context.Context, shards int) (forwarded, consumed flo
 	consTook := time.Since(start)
 	log.Printf("shards=%d forwarded %d in %s, consumed in %s, %d duplicate deliveries", shards, len(ids), fwdTook.Round(time.Millisecond), consTook.Round(time.Millisecond), lat.dups)
 	return float64(len(ids)) / fwdTook.Seconds(), float64(len(ids)) / consTook.Seconds(), nil
+}
+
+// idlePolling counts the transactions an idle bus commits per second on its database.
+func (e *e2e) idlePolling(ctx context.Context) (float64, error) {
+	bb, err := e.startBus(ctx, 0, func(context.Context, messaging.Event) error { return nil })
+	if err != nil {
+		return 0, err
+	}
+	defer bb.stop(e.o.amqpURL)
+	xacts := func() (int64, error) {
+		var n int64
+		err := e.db.Gorm().Raw(`SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&n).Error
+		return n, err
+	}
+	time.Sleep(time.Second)
+	before, err := xacts()
+	if err != nil {
+		return 0, err
+	}
+	const window = 5 * time.Second
+	time.Sleep(window)
+	after, err := xacts()
+	if err != nil {
+		return 0, err
+	}
+	return float64(after-before) / window.Seconds(), nil
 }

@@ -28,7 +28,7 @@ type Config struct {
 	// PublishTimeout bounds one publish plus its broker confirm. Default 10s.
 	PublishTimeout time.Duration
 	// MaxRetries is how many times a failing handler is retried before its message is dead-lettered.
-	// Default 5 (6 attempts).
+	// Default 5 (6 attempts); negative means no retry.
 	MaxRetries int
 	// RetryInitialInterval and RetryMaxInterval bound the exponential backoff between attempts.
 	// Defaults 100ms and 5s.

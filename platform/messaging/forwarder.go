@@ -24,7 +24,7 @@ func newForwarders(cfg Config, db *database.DB, out message.Publisher, logger wa
 			OffsetsAdapter: outboxOffsets(),
 			PollInterval:   cfg.PollInterval,
 			// A failed publish (broker down) is retried on this beat, row lock held, until AckDeadline.
-			ResendInterval: 250 * time.Millisecond,
+			ResendInterval: 500 * time.Millisecond,
 			RetryInterval:  time.Second,
 			AckDeadline:    &ackDeadline,
 		}, logger)

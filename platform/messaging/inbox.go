@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/keelson/keelson/platform/database"
 )
@@ -32,4 +33,17 @@ func ProcessOnce(ctx context.Context, db *database.DB, consumer, messageID strin
 		}
 		return fn(ctx)
 	})
+}
+
+// PruneInbox deletes inbox rows processed before olderThan ago and returns how many went. Run it
+// from a schedule; keep olderThan well above the longest redelivery delay (days, not minutes).
+func PruneInbox(ctx context.Context, db *database.DB, olderThan time.Duration) (int64, error) {
+	if db == nil || olderThan <= 0 {
+		return 0, errors.New("inbox: nil database or non-positive retention")
+	}
+	res := db.Conn(ctx).Exec(`DELETE FROM inbox_messages WHERE processed_at < now() - make_interval(secs => ?)`, olderThan.Seconds())
+	if res.Error != nil {
+		return 0, fmt.Errorf("inbox: prune: %w", res.Error)
+	}
+	return res.RowsAffected, nil
 }

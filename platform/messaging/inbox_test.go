@@ -111,3 +111,25 @@ func TestDuplicateDeliveryHasOneEffect(t *testing.T) {
 		t.Errorf("two deliveries gave %d effects, want 1", n)
 	}
 }
+
+func TestPruneInboxDeletesOnlyOldRows(t *testing.T) {
+	db := dbtest.New(t)
+	ctx := context.Background()
+	noop := func(context.Context) error { return nil }
+	for _, id := range []string{"old", "new"} {
+		if err := messaging.ProcessOnce(ctx, db, "c", id, noop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Gorm().Exec(`UPDATE inbox_messages SET processed_at = now() - interval '40 days' WHERE message_id = 'old'`).Error; err != nil {
+		t.Fatal(err)
+	}
+	n, err := messaging.PruneInbox(ctx, db, 30*24*time.Hour)
+	if err != nil || n != 1 {
+		t.Fatalf("PruneInbox = %d, %v; want 1, nil", n, err)
+	}
+	ran := false
+	if err := messaging.ProcessOnce(ctx, db, "c", "new", func(context.Context) error { ran = true; return nil }); err != nil || ran {
+		t.Fatalf("recent message ran again (ran=%v, err=%v)", ran, err)
+	}
+}

@@ -83,8 +83,11 @@ func Test_events_fan_out_to_three_subscriptions_with_signatures_the_reference_li
 	eventually(t, 10*time.Second, func() bool {
 		var n int64
 		h.db.Gorm().Model(&Delivery{}).Where("status = ?", StatusSucceeded).Count(&n)
-		return n == 8
+		return n == 9
 	}, "all deliveries succeeded")
+	require.Equal(t, 5, all.count())
+	require.Equal(t, 1, proposals.count())
+	require.Equal(t, 9, h.countRows("webhook_deliveries"))
 }
 
 func Test_integration_events_become_webhook_events_once_even_when_redelivered(t *testing.T) {
@@ -244,7 +247,7 @@ func Test_a_stale_delivery_request_sends_nothing(t *testing.T) {
 	stale := append(h.observedRequests(d.ID), contract.DeliveryRequestedPayload{DeliveryID: d.ID, ClaimID: uuid.New()})
 	staleBefore := h.metricValue("keelson_webhooks_stale_requests_total")
 	for _, p := range stale {
-		e, err := messaging.NewEvent(ctx, contract.Source, contract.DeliveryRequested, p)
+		e, err := messaging.NewEvent(ctx, contract.Source, contract.DeliveryRequestedShard(deliveryShard(p.DeliveryID)), p)
 		require.NoError(t, err)
 		require.NoError(t, h.db.WithTx(ctx, func(ctx context.Context) error { return h.svc.events.Publish(ctx, e) }))
 		require.NoError(t, h.svc.handleDeliveryRequested(ctx, e))

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -114,7 +115,7 @@ func newHarness(t *testing.T, cfg Config, opts harnessOptions) *harness {
 	h := &harness{t: t, database: dbase, db: db, svc: mod.Service(), api: srv, registry: promReg}
 	if opts.bus {
 		subs := append(reg.Subscriptions(), messaging.Subscription{
-			Consumer: "test.observer", EventTypes: []string{contract.DeliveryFailed, contract.DeliveryRequested},
+			Consumer: "test.observer", EventTypes: []string{contract.DeliveryFailed, contract.DeliveryRequestedAll},
 			Handle: h.observe,
 		})
 		h.startBus(subs, logger, promReg)
@@ -290,7 +291,7 @@ func (h *harness) outbox() []outboxMessage {
 func (h *harness) deliveryRequests() []contract.DeliveryRequestedPayload {
 	var out []contract.DeliveryRequestedPayload
 	for _, m := range h.outbox() {
-		if m.Topic != contract.DeliveryRequested {
+		if !strings.HasPrefix(m.Topic, contract.DeliveryRequested+".") {
 			continue
 		}
 		var p contract.DeliveryRequestedPayload
@@ -311,7 +312,7 @@ func (h *harness) observe(_ context.Context, e messaging.Event) error {
 			return err
 		}
 		h.failed = append(h.failed, p)
-	case contract.DeliveryRequested:
+	default:
 		var p contract.DeliveryRequestedPayload
 		if err := e.Decode(&p); err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/keelson/keelson/migrations"
@@ -28,9 +29,19 @@ const Name = "webhooks"
 // Consumers of the module.
 const (
 	fanoutConsumer   = "webhooks.fanout"
-	deliveryConsumer = "webhooks.delivery"
+	deliveryConsumer = "webhooks.delivery" // + ".<shard>"
 	sweepSchedule    = "webhooks.sweep"
 )
+
+// deliveryShards is how many delivery consumers every replica runs. A bus consumer handles one
+// message at a time, and a send waits on a remote server; so DeliveryRequested is routed by delivery
+// id to one of these shard queues, and each replica sends up to deliveryShards requests at once while
+// every message keeps the bus's ack-after-handling, retry and dead-letter rules. All replicas must
+// agree on it: it names queues and routing keys.
+const deliveryShards = 16
+
+// deliveryShard is the shard of a delivery: stable, so every request for it takes the same queue.
+func deliveryShard(id uuid.UUID) int { return int(id[15]) % deliveryShards }
 
 const defaultSweepBatch = 500
 
@@ -114,7 +125,13 @@ func (m *Module) Register(r *module.Registry) error {
 	m.service = svc
 	r.Routes(func(api *gin.RouterGroup) { mountRoutes(api.Group("/webhooks"), svc) })
 	r.Subscribe(messaging.Subscription{Consumer: fanoutConsumer, EventTypes: SourceEventTypes(), Handle: svc.handleIntegrationEvent})
-	r.Subscribe(messaging.Subscription{Consumer: deliveryConsumer, EventTypes: []string{contract.DeliveryRequested}, Handle: svc.handleDeliveryRequested})
+	for shard := range deliveryShards {
+		r.Subscribe(messaging.Subscription{
+			Consumer:   fmt.Sprintf("%s.%d", deliveryConsumer, shard),
+			EventTypes: []string{contract.DeliveryRequestedShard(shard)},
+			Handle:     svc.handleDeliveryRequested,
+		})
+	}
 	r.Schedule(jobs.Schedule{Name: sweepSchedule, Interval: m.cfg.SweepInterval, Run: svc.Sweep})
 	r.OpenAPI(openAPIFragment)
 	return m.registerProposals(r, svc)

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver for the admin connection
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+const token = "bench-token"
+
+// environment is the database, the broker names, the receiver and the running replicas.
+type environment struct {
+	dbURL    string
+	dropDB   func()
+	prefix   string
+	amqpURL  string
+	receiver *receiver
+	procs    []*exec.Cmd
+	apis     []string
+	logDir   string
+	client   *http.Client
+}
+
+func binary(ctx context.Context, path string) (string, func(), error) {
+	if path != "" {
+		return path, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "keelson-bench")
+	if err != nil {
+		return "", nil, err
+	}
+	bin := filepath.Join(dir, "keelson")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./app").CombinedOutput(); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("go build ./app: %v: %s", err, out)
+	}
+	return bin, func() { _ = os.RemoveAll(dir) }, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func newEnvironment(ctx context.Context, o options, bin string) (*environment, error) {
+	dbURL, drop, err := throwaway(ctx, o.adminURL, "keelson_bench_webhooks")
+	if err != nil {
+		return nil, err
+	}
+	logDir, _ := os.MkdirTemp("", "keelson-bench-logs")
+	e := &environment{dbURL: dbURL, dropDB: drop, prefix: "bench.webhooks." + randomHex(4), amqpURL: o.amqpURL, logDir: logDir,
+		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+	e.receiver, err = newReceiver()
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	migrate := exec.CommandContext(ctx, bin, "migrate")
+	migrate.Env = e.env(0, "")
+	if out, err := migrate.CombinedOutput(); err != nil {
+		e.close()
+		return nil, fmt.Errorf("migrate: %v: %s", err, out)
+	}
+	for i := range o.replicas {
+		port, err := freePort()
+		if err != nil {
+			e.close()
+			return nil, err
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		cmd := exec.Command(bin, "serve")
+		cmd.Env = e.env(i, addr)
+		logFile, _ := os.Create(filepath.Join(logDir, fmt.Sprintf("replica-%d.log", i)))
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		if err := cmd.Start(); err != nil {
+			e.close()
+			return nil, err
+		}
+		e.procs = append(e.procs, cmd)
+		e.apis = append(e.apis, "http://"+addr)
+	}
+	for _, api := range e.apis {
+		if err := waitReady(ctx, api); err != nil {
+			e.close()
+			return nil, fmt.Errorf("%s: %w (logs in %s)", api, err, logDir)
+		}
+	}
+	return e, nil
+}
+
+func (e *environment) env(i int, addr string) []string {
+	return append(os.Environ(),
+		"DATABASE_URL="+e.dbURL,
+		"AMQP_URL="+e.amqpURL,
+		"AMQP_EXCHANGE="+e.prefix,
+		"AMQP_QUEUE_PREFIX="+e.prefix,
+		"HTTP_ADDR="+addr,
+		"API_TOKENS="+token,
+		"INSTANCE_ID=bench-"+strconv.Itoa(i),
+		"WEBHOOKS_ALLOW_PRIVATE_TARGETS=true",
+		"LOG_LEVEL=warn",
+		"LOG_FORMAT=text",
+	)
+}
+
+// close stops the replicas (SIGTERM, as in a deployment), deletes the broker names and drops the database.
+func (e *environment) close() {
+	for _, p := range e.procs {
+		_ = p.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range e.procs {
+		done := make(chan struct{})
+		go func() { _ = p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(35 * time.Second):
+			_ = p.Process.Kill()
+		}
+	}
+	if e.receiver != nil {
+		e.receiver.close()
+	}
+	deleteTopology(e.amqpURL, e.prefix)
+	if e.dropDB != nil {
+		e.dropDB()
+	}
+}
+
+// deleteTopology removes the exchange and the queues of every consumer the app declares.
+func deleteTopology(amqpURL, prefix string) {
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return
+	}
+	defer ch.Close()
+	consumers := []string{"webhooks.fanout", "webhooks.proposals",
+		"conversations.proposals", "proposals.intake", "proposals.results"}
+	for i := range 64 {
+		consumers = append(consumers, fmt.Sprintf("webhooks.delivery.%d", i))
+	}
+	for _, c := range consumers {
+		_, _ = ch.QueueDelete(prefix+"."+c, false, false, false)
+		_, _ = ch.QueueDelete(prefix+"."+c+".dead", false, false, false)
+	}
+	_ = ch.ExchangeDelete(prefix, false, false)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitReady(ctx context.Context, api string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, api+"/readyz", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("not ready after 60s")
+}
+
+// post sends an authenticated JSON request to one replica's webhooks API.
+func (e *environment) post(ctx context.Context, api, path string, body any) ([]byte, error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, api+"/api/v1/webhooks"+path, bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		return nil, fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, out)
+	}
+	return out, nil
+}
+
+// subscribe creates a subscription to the receiver for the given patterns.
+func (e *environment) subscribe(ctx context.Context, path string, patterns ...string) error {
+	_, err := e.post(ctx, e.apis[0], "/subscriptions", map[string]any{"url": e.receiver.url + path, "event_types": patterns})
+	return err
+}
+
+// throwaway creates an empty database and returns its URL and a drop function.
+func throwaway(ctx context.Context, adminURL, prefix string) (string, func(), error) {
+	admin, err := sql.Open("pgx", adminURL)
+	if err != nil {
+		return "", nil, err
+	}
+	defer admin.Close()
+	name := prefix + "_" + randomHex(4)
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, fmt.Errorf("create %s: %w", name, err)
+	}
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return "", nil, err
+	}
+	u.Path = "/" + name
+	drop := func() {
+		admin, err := sql.Open("pgx", adminURL)
+		if err != nil {
+			return
+		}
+		defer admin.Close()
+		_, _ = admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	}
+	return u.String(), drop, nil
+}

@@ -61,13 +61,14 @@ func (h *handlers) list(c *gin.Context) error {
 		return err
 	}
 	var f listFilter
-	if raw, ok := c.GetQuery("status"); ok {
+	// An empty filter (?status=) means no filter, as in the API's own `?status=&conversation_id=`.
+	if raw := c.Query("status"); raw != "" {
 		if !knownStatuses[raw] {
 			return httpapi.InvalidQuery("status", "must be one of pending, accepted, rejected, applied, failed")
 		}
 		f.Status = raw
 	}
-	if raw, ok := c.GetQuery("conversation_id"); ok {
+	if raw := c.Query("conversation_id"); raw != "" {
 		id, err := uuid.Parse(raw)
 		if err != nil || len(raw) != 36 {
 			return httpapi.InvalidQuery("conversation_id", "must be a UUID")

@@ -117,6 +117,8 @@ func TestIntakeIsIdempotent(t *testing.T) {
 	assert.NotEqual(t, pending.Items[0].ID, next.Items[0].ID)
 	assert.Nil(t, next.NextCursor)
 	assert.Empty(t, decode[list[proposalBody]](t, r.do(t, http.MethodGet, proposalsPath+"?status=applied", nil)).Items)
+	assert.Len(t, decode[list[proposalBody]](t, r.do(t, http.MethodGet, proposalsPath+"?status=&conversation_id=", nil)).Items, 2, "empty filters filter nothing")
+	assert.Empty(t, decode[list[proposalBody]](t, r.do(t, http.MethodGet, proposalsPath+"?conversation_id="+uuid.Must(uuid.NewV7()).String(), nil)).Items)
 }
 
 // TestFiftyConcurrentDecisions: 50 accept/reject requests over two replicas on one pending proposal:

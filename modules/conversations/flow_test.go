@@ -125,7 +125,7 @@ func TestRenameEndToEnd(t *testing.T) {
 	h := newHarness(t)
 	r := h.start(harnessOptions{background: true})
 	receiver := newReceiver(t)
-	subscribe(t, r, receiver.URL, "conversation.renamed", "proposal.*")
+	subscribe(t, r, receiver.URL, "conversation.*", "proposal.*")
 
 	c := createConversation(t, r, "Untitled")
 	user := postMessage(t, r, c.ID, "/rename Launch plan")
@@ -164,8 +164,9 @@ func TestRenameEndToEnd(t *testing.T) {
 	assert.Equal(t, c.ID, renamed.ConversationID)
 	assert.Equal(t, "Launch plan", renamed.Title)
 	assert.Equal(t, "Untitled", renamed.PreviousTitle)
-	for _, typ := range []string{"proposal.created", "proposal.accepted", "proposal.applied"} {
-		eventually(t, flowTimeout, func() bool { return len(receiver.ofType(typ)) == 1 }, "one %s webhook", typ)
+	for typ, n := range map[string]int{"conversation.created": 1, "conversation.message.created": 2,
+		"proposal.created": 1, "proposal.accepted": 1, "proposal.applied": 1} {
+		eventually(t, flowTimeout, func() bool { return len(receiver.ofType(typ)) == n }, "%d %s webhook(s)", n, typ)
 	}
 
 	again := r.do(t, http.MethodPost, proposalsPath+"/"+p.ID+"/reject", map[string]any{"reason": "too late"})

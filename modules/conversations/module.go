@@ -6,9 +6,7 @@ package conversations
 import (
 	_ "embed"
 	"errors"
-	"fmt"
 	"io/fs"
-	"strings"
 	"time"
 
 	"github.com/keelson/keelson/migrations"
@@ -28,7 +26,7 @@ type Config struct {
 	// Assistant answers messages. Nil: the OpenAI-compatible adapter when OpenAI.BaseURL is set,
 	// else the deterministic built-in assistant.
 	Assistant assistant.Assistant
-	// OpenAI configures the adapter (ASSISTANT_BASE_URL, ASSISTANT_MODEL, ASSISTANT_API_KEY, ASSISTANT_TIMEOUT).
+	// OpenAI configures the adapter (ASSISTANT_BASE_URL, ASSISTANT_MODEL, ASSISTANT_API_KEY; Timeout default 30s).
 	OpenAI assistant.OpenAIConfig
 	// HistoryLimit is how many messages the assistant sees; default 50.
 	HistoryLimit int
@@ -36,31 +34,6 @@ type Config struct {
 	ReplyMaxAttempts int
 	// ReplyTimeout is the deadline of one reply attempt; default the assistant timeout + 15s.
 	ReplyTimeout time.Duration
-}
-
-// ConfigFromEnv reads the ASSISTANT_* variables with getenv (os.Getenv in production).
-func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	cfg := Config{OpenAI: assistant.OpenAIConfig{
-		BaseURL: strings.TrimSpace(getenv("ASSISTANT_BASE_URL")),
-		Model:   strings.TrimSpace(getenv("ASSISTANT_MODEL")),
-		APIKey:  getenv("ASSISTANT_API_KEY"),
-	}}
-	if raw := strings.TrimSpace(getenv("ASSISTANT_TIMEOUT")); raw != "" {
-		d, err := time.ParseDuration(raw)
-		if err != nil || d <= 0 {
-			return Config{}, fmt.Errorf("ASSISTANT_TIMEOUT: invalid duration %q", raw)
-		}
-		cfg.OpenAI.Timeout = d
-	}
-	if cfg.OpenAI.BaseURL == "" && (cfg.OpenAI.Model != "" || cfg.OpenAI.APIKey != "") {
-		return Config{}, errors.New("ASSISTANT_BASE_URL: required when ASSISTANT_MODEL or ASSISTANT_API_KEY is set")
-	}
-	if cfg.OpenAI.BaseURL != "" {
-		if _, err := assistant.NewOpenAI(cfg.OpenAI); err != nil {
-			return Config{}, fmt.Errorf("ASSISTANT_BASE_URL/ASSISTANT_MODEL: %w", err)
-		}
-	}
-	return cfg, nil
 }
 
 // Module is the conversations module.

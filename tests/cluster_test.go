@@ -21,11 +21,12 @@ func brokerURL() string {
 	return "amqp://guest:guest@127.0.0.1:5672/"
 }
 
-// Timings short enough for tests: a killed replica's claims expire in seconds, and a failed
-// attempt is retried many times before a delivery could be given up.
+// Timings short enough for tests, and a failed attempt is retried many times before a delivery
+// could be given up. The lease runs from the claim (at ingestion), so it must exceed the longest
+// wait of a delivery in the queue, or the sweep re-claims deliveries that are merely queued.
 const (
 	testSendTimeout   = 2 * time.Second
-	testClaimLease    = 5 * time.Second
+	testClaimLease    = 30 * time.Second
 	testSweepInterval = 300 * time.Millisecond
 	testRetrySchedule = "300ms,500ms,1s,1s,2s,2s,2s,2s,2s,2s,2s,2s"
 )
@@ -96,27 +97,56 @@ type loadRun struct {
 	c        *cluster
 	expected map[receiptKey]bool
 	events   int
+	rate     int // events/s offered; 0 = as fast as the posters go
 	accepted atomic.Int64
 	retried  atomic.Int64
+
+	mu         sync.Mutex
+	acceptedAt map[string]time.Time
 	done     chan error
 	cancel   context.CancelFunc
 }
 
-// startLoad posts events of type eventType with ids prefix-0…prefix-(n-1); each is expected at every endpoint.
-func (c *cluster) startLoad(prefix, eventType string, n int, endpoints []string) *loadRun {
+// startLoad posts events of type eventType with ids prefix-0…prefix-(n-1) at rate events/s; each
+// is expected at every endpoint.
+func (c *cluster) startLoad(prefix, eventType string, n, rate int, endpoints []string) *loadRun {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	l := &loadRun{c: c, expected: map[receiptKey]bool{}, events: n, done: make(chan error, 1), cancel: cancel}
-	ids := make(chan string, n)
+	l := &loadRun{c: c, expected: map[receiptKey]bool{}, events: n, rate: rate, done: make(chan error, 1), cancel: cancel,
+		acceptedAt: map[string]time.Time{}}
+	ids := make(chan string)
+	var all []string
 	for i := range n {
 		id := fmt.Sprintf("%s-%05d", prefix, i)
-		ids <- id
+		all = append(all, id)
 		for _, e := range endpoints {
 			l.expected[receiptKey{Endpoint: e, WebhookID: id}] = true
 		}
 	}
-	close(ids)
 	c.t.Cleanup(cancel)
+	go func() { // the pace: one id per tick
+		defer close(ids)
+		var tick <-chan time.Time
+		if rate > 0 {
+			ticker := time.NewTicker(time.Second / time.Duration(rate))
+			defer ticker.Stop()
+			tick = ticker.C
+		}
+		for _, id := range all {
+			if tick != nil {
+				select {
+				case <-tick:
+				case <-ctx.Done():
+					return
+				}
+			}
+			select {
+			case ids <- id:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	go func() {
 		var wg sync.WaitGroup
 		var firstErr error
@@ -152,6 +182,9 @@ func (l *loadRun) post(ctx context.Context, worker int, id, eventType string, wa
 				return fmt.Errorf("event %s accepted as %+v, want %d deliveries", id, got, wantDeliveries)
 			}
 			l.accepted.Add(1)
+			l.mu.Lock()
+			l.acceptedAt[id] = time.Now()
+			l.mu.Unlock()
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -174,6 +207,13 @@ func errorStatus(err error) string {
 	}
 	code, _, _ := strings.Cut(rest, " ")
 	return code
+}
+
+// AcceptedAt is when the event was accepted (its deliveries were born claimed then).
+func (l *loadRun) AcceptedAt(id string) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.acceptedAt[id]
 }
 
 // waitProgress waits until a fraction of the expected deliveries arrived.

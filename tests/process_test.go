@@ -61,7 +61,14 @@ func runMigrate(t *testing.T, env map[string]string) {
 // startReplica starts `keelson serve` on a free port and waits until /readyz answers 200.
 func startReplica(t *testing.T, name string, env map[string]string) *replica {
 	t.Helper()
-	r := &replica{t: t, name: name, bin: keelson(t), env: map[string]string{}, port: freePort(t), logs: t.TempDir()}
+	logs := t.TempDir()
+	if dir := os.Getenv("TEST_LOG_DIR"); dir != "" { // keep the replicas' logs for a post-mortem
+		logs = filepath.Join(dir, t.Name())
+		if err := os.MkdirAll(logs, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &replica{t: t, name: name, bin: keelson(t), env: map[string]string{}, port: freePort(t), logs: logs}
 	for k, v := range env {
 		r.env[k] = v
 	}

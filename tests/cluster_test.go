@@ -103,8 +103,8 @@ type loadRun struct {
 
 	mu         sync.Mutex
 	acceptedAt map[string]time.Time
-	done     chan error
-	cancel   context.CancelFunc
+	done       chan error
+	cancel     context.CancelFunc
 }
 
 // startLoad posts events of type eventType with ids prefix-0…prefix-(n-1) at rate events/s; each

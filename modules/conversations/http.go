@@ -36,11 +36,11 @@ type messageRequest struct {
 }
 
 func toConversationResponse(c *Conversation) conversationResponse {
-	return conversationResponse{ID: c.ID, Title: c.Title, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt, Version: c.Version()}
+	return conversationResponse{ID: c.ID, Title: c.Title, CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC(), Version: c.Version()}
 }
 
 func toMessageResponse(m *Message) messageResponse {
-	return messageResponse{ID: m.ID, ConversationID: m.ConversationID, Role: m.Role, Content: m.Content, CreatedAt: m.CreatedAt}
+	return messageResponse{ID: m.ID, ConversationID: m.ConversationID, Role: m.Role, Content: m.Content, CreatedAt: m.CreatedAt.UTC()}
 }
 
 // handlers are the HTTP edge of the Service: decode, call, encode.

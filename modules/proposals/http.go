@@ -36,11 +36,16 @@ type rejectRequest struct {
 }
 
 func toResponse(p *Proposal) proposalResponse {
+	var decidedAt *time.Time
+	if p.DecidedAt != nil {
+		utc := p.DecidedAt.UTC()
+		decidedAt = &utc
+	}
 	return proposalResponse{
 		ID: p.ID, ConversationID: p.ConversationID,
 		Action:    actionResponse{Type: p.ActionType, Params: json.RawMessage(p.ActionParams)},
 		Rationale: p.Rationale, Status: p.Status, Reason: p.Reason, Error: p.Error,
-		CreatedAt: p.CreatedAt, DecidedAt: p.DecidedAt, Version: p.Version(),
+		CreatedAt: p.CreatedAt.UTC(), DecidedAt: decidedAt, Version: p.Version(),
 	}
 }
 

@@ -26,6 +26,8 @@ const (
 const (
 	// responseExcerptBytes caps what is kept of a receiver's answer.
 	responseExcerptBytes = 1024
+	// maxErrorLength bounds an attempt's error text, parts of which come from the receiver.
+	maxErrorLength = 512
 	// drainBytes is how much more of a body is read so the connection can be reused.
 	drainBytes = 64 << 10
 	userAgent  = "Keelson-Webhooks/1"
@@ -63,14 +65,15 @@ type sender struct {
 func newSender(timeout time.Duration, allowPrivate bool, now func() time.Time) *sender {
 	dialer := guardedDialer(timeout, allowPrivate)
 	transport := &http.Transport{
-		Proxy:                 nil, // a proxy would connect on our behalf and bypass the dial guard
-		DialContext:           dialer.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          512,
-		MaxIdleConnsPerHost:   128,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   timeout,
-		ExpectContinueTimeout: time.Second,
+		Proxy:                  nil, // a proxy would connect on our behalf and bypass the dial guard
+		DialContext:            dialer.DialContext,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           512,
+		MaxIdleConnsPerHost:    128,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    timeout,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: 64 << 10, // a receiver's headers are read, not trusted
 	}
 	return &sender{
 		client: &http.Client{
@@ -103,7 +106,7 @@ func (s *sender) send(ctx context.Context, out outgoing) sendResult {
 
 	resp, err := s.client.Do(req)
 	if err != nil {
-		res.ErrorClass, res.Error = classifyTransportError(err), err.Error()
+		res.ErrorClass, res.Error = classifyTransportError(err), truncate(err.Error(), maxErrorLength)
 		return finish()
 	}
 	defer resp.Body.Close()
@@ -113,15 +116,14 @@ func (s *sender) send(ctx context.Context, out outgoing) sendResult {
 	if readErr == nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainBytes))
 	}
+	// A 2xx counts even if its body broke off: the receiver accepted the request.
 	switch {
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		res.ErrorClass = errClassHTTPStatus
-		res.Error = fmt.Sprintf("redirect not followed: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+		res.Error = truncate(fmt.Sprintf("redirect not followed: %d %s", resp.StatusCode, resp.Header.Get("Location")), maxErrorLength)
 	case resp.StatusCode < 200 || resp.StatusCode >= 300:
 		res.ErrorClass = errClassHTTPStatus
 		res.Error = "unexpected status " + resp.Status
-	case readErr != nil:
-		// The receiver answered 2xx: the answer counts even if its body broke off.
 	}
 	return finish()
 }
@@ -137,6 +139,14 @@ func classifyTransportError(err error) string {
 	default:
 		return errClassConnection
 	}
+}
+
+// truncate cuts s to at most n bytes, keeping valid UTF-8 without NUL bytes.
+func truncate(s string, n int) string {
+	if len(s) > n {
+		s = s[:n]
+	}
+	return cleanExcerpt([]byte(s))
 }
 
 // cleanExcerpt keeps valid UTF-8 without NUL bytes (PostgreSQL text refuses both), never longer than read.

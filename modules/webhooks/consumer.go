@@ -51,16 +51,12 @@ func (s *Service) handleDeliveryRequested(ctx context.Context, e messaging.Event
 		s.metrics.stale.Inc()
 		return nil
 	}
-	sub, err := s.store.subscriptionForSending(ctx, d.SubscriptionID)
+	sub, ev, err := s.store.sendTarget(ctx, d.SubscriptionID, d.EventID)
 	if err != nil {
 		return err
 	}
 	if !sub.active() {
 		return s.giveUp(ctx, d, "subscription deleted or disabled: not sent")
-	}
-	ev, err := s.store.event(ctx, d.EventID)
-	if err != nil {
-		return err
 	}
 	body, err := ev.body()
 	if err != nil {

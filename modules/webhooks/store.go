@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"time"
 
@@ -50,13 +51,22 @@ func (s store) subscription(ctx context.Context, id uuid.UUID) (*Subscription, e
 	return &sub, nil
 }
 
-// subscriptionForSending loads a subscription even when deleted, so a delivery can be given up with a reason.
-func (s store) subscriptionForSending(ctx context.Context, id uuid.UUID) (*Subscription, error) {
-	var sub Subscription
-	if err := s.conn(ctx).Where("id = ?", id).Take(&sub).Error; err != nil {
-		return nil, notFound(err, "subscription", id)
+// sendTarget loads, in one round trip, what an attempt needs besides the delivery: its subscription
+// (even deleted, so the delivery can be given up with a reason) and its event.
+func (s store) sendTarget(ctx context.Context, subID uuid.UUID, eventID string) (*Subscription, *eventRecord, error) {
+	sub, ev := &Subscription{ID: subID}, &eventRecord{ID: eventID}
+	err := s.conn(ctx).Raw(`SELECT s.url, s.enabled, s.deleted_at, s.secret, s.previous_secret, s.previous_secret_expires_at,
+		e.type, e.data, e.created_at
+		FROM webhook_subscriptions s CROSS JOIN webhook_events e WHERE s.id = ? AND e.id = ?`, subID, eventID).Row().
+		Scan(&sub.URL, &sub.Enabled, &sub.DeletedAt, &sub.Secret, &sub.PreviousSecret, &sub.PreviousSecretExpiresAt,
+			&ev.Type, &ev.Data, &ev.CreatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, apperr.NotFound("subscription or event", subID.String()+" "+eventID)
 	}
-	return &sub, nil
+	if err != nil {
+		return nil, nil, err
+	}
+	return sub, ev, nil
 }
 
 func (s store) subscriptions(ctx context.Context, after uuid.UUID, limit int) ([]Subscription, error) {

@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 	binaries.dir = dir
 	code := m.Run()
 	_ = os.RemoveAll(dir)
+	cleanBroker()
 	os.Exit(code)
 }
 

@@ -57,7 +57,7 @@ func newCluster(t *testing.T, opts clusterOptions) *cluster {
 		opts.Replicas = 2
 	}
 	db := newEmptyDatabase(t)
-	ns := "keelson_bb_" + randomHex(5) // isolates this test's exchange and queues on the shared broker
+	ns := newNamespace() // isolates this test's exchange and queues on the shared broker
 	env := map[string]string{
 		"DATABASE_URL":                   db.URL,
 		"AMQP_URL":                       opts.AMQPURL,

@@ -37,6 +37,7 @@ type Config struct {
 	AssistantBaseURL string
 	AssistantModel   string
 	AssistantAPIKey  string
+	AssistantTimeout time.Duration
 }
 
 // Variable is one configuration variable: its name, default and meaning, as documented in docs/operations.md.
@@ -99,6 +100,8 @@ var Variables = []Variable{
 		set: func(c *Config, v string) error { c.AssistantModel = v; return nil }},
 	{Name: "ASSISTANT_API_KEY", Default: "", Secret: true, Usage: "API key of the OpenAI-compatible API",
 		set: func(c *Config, v string) error { c.AssistantAPIKey = v; return nil }},
+	{Name: "ASSISTANT_TIMEOUT", Default: "30s", Usage: "timeout of one request to the OpenAI-compatible API",
+		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.AssistantTimeout) }},
 }
 
 // LoadConfig reads every variable, applying defaults; the error names the first invalid variable.
@@ -158,6 +161,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("assistant_base_url", c.AssistantBaseURL),
 		slog.String("assistant_model", c.AssistantModel),
 		slog.String("assistant_api_key", mask(c.AssistantAPIKey)),
+		slog.String("assistant_timeout", c.AssistantTimeout.String()),
 	)
 }
 

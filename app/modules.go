@@ -25,6 +25,7 @@ func modules(cfg Config) ([]module.Module, error) {
 			BaseURL: cfg.AssistantBaseURL,
 			Model:   cfg.AssistantModel,
 			APIKey:  cfg.AssistantAPIKey,
+			Timeout: cfg.AssistantTimeout,
 		},
 	})
 	if err != nil {

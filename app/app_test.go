@@ -134,7 +134,7 @@ func startApp(t *testing.T, mods []module.Module) string {
 		t.Fatalf("migrate: %v", err)
 	}
 	cfg := testConfig(t, tdb.URL)
-	app, err := wire(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), db, mods)
+	replica, err := newReplica(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), db, mods)
 	if err != nil {
 		t.Fatalf("wire: %v", err)
 	}
@@ -143,7 +143,7 @@ func startApp(t *testing.T, mods []module.Module) string {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- app.run(ctx, listener) }()
+	go func() { done <- replica.Run(ctx, listener) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -200,14 +200,14 @@ func TestOpenAPIDocumentMatchesTheRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := wire(testConfig(t, tdb.URL), slog.New(slog.NewTextHandler(io.Discard, nil)), tdb.Open(t), mods)
+	replica, err := newReplica(testConfig(t, tdb.URL), slog.New(slog.NewTextHandler(io.Discard, nil)), tdb.Open(t), mods)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(app.engine)
+	srv := httptest.NewServer(replica.Engine)
 	defer srv.Close()
 	doc := body(t, srv.URL+"/openapi.json")
-	if err := httpapi.CheckOpenAPI(app.engine, []byte(doc)); err != nil {
+	if err := httpapi.CheckOpenAPI(replica.Engine, []byte(doc)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,0 +1,146 @@
+// Package host turns a list of modules into one running replica: the HTTP API, the messaging bus
+// (outbox forwarders and consumers) and the job runner, all on one database and one broker.
+// app uses it with the configuration from the environment; tests use it through hosttest.
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/httpapi"
+	"github.com/keelson/keelson/platform/jobs"
+	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/module"
+	"github.com/keelson/keelson/platform/outbox"
+)
+
+// Options are what a replica needs besides its modules.
+type Options struct {
+	DB         *database.DB
+	Logger     *slog.Logger
+	InstanceID string
+	Tokens     []string         // bearer tokens accepted on /api/v1
+	Messaging  messaging.Config // AMQPURL at least
+	Jobs       jobs.Config      // InstanceID is taken from Options
+	// ShutdownTimeout bounds the HTTP drain at stop; the bus and the runner have their own bounds. Default 10s.
+	ShutdownTimeout time.Duration
+	// Background runs the bus and the job runner beside the HTTP API. Without it a replica only
+	// serves HTTP and every published event stays in the outbox.
+	Background bool
+}
+
+// Replica is one process's worth of Keelson.
+type Replica struct {
+	Engine   *gin.Engine
+	Registry *module.Registry
+	Metrics  *prometheus.Registry
+	opts     Options
+	bus      *messaging.Bus
+	runner   *jobs.Runner
+}
+
+// New registers every module and wires its declarations into the platform. It does not connect to the broker.
+func New(opts Options, mods []module.Module) (*Replica, error) {
+	if opts.DB == nil || opts.Logger == nil || opts.InstanceID == "" {
+		return nil, errors.New("host: DB, Logger and InstanceID are required")
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 10 * time.Second
+	}
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	events, err := outbox.NewPublisher(opts.DB)
+	if err != nil {
+		return nil, err
+	}
+	jobClient, err := jobs.NewClient(opts.DB)
+	if err != nil {
+		return nil, err
+	}
+	registry := module.NewRegistry(module.Deps{
+		DB: opts.DB, Events: events, Jobs: jobClient, Logger: opts.Logger, Metrics: metrics, InstanceID: opts.InstanceID,
+	})
+	for _, m := range mods {
+		if err := m.Register(registry.For(m)); err != nil {
+			return nil, fmt.Errorf("module %s: %w", m.Name(), err)
+		}
+	}
+
+	bus, err := messaging.New(opts.Messaging, opts.DB, opts.Logger, metrics, registry.Subscriptions())
+	if err != nil {
+		return nil, err
+	}
+	jobsCfg := opts.Jobs
+	jobsCfg.InstanceID = opts.InstanceID
+	runner, err := jobs.NewRunner(opts.DB, jobsCfg, registry.JobKinds(), registry.Schedules(), opts.Logger, metrics)
+	if err != nil {
+		return nil, err
+	}
+
+	engine, api, err := httpapi.NewEngine(httpapi.Options{
+		Logger:        opts.Logger,
+		Tokens:        opts.Tokens,
+		Metrics:       metrics,
+		Ready:         map[string]func(context.Context) error{"postgres": opts.DB.Ping, "rabbitmq": bus.Ping},
+		ConflictCodes: registry.ConflictCodes(),
+		OpenAPI:       registry.OpenAPIFragments(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, rs := range registry.RouteSets() {
+		rs.Mount(api)
+	}
+	return &Replica{Engine: engine, Registry: registry, Metrics: metrics, opts: opts, bus: bus, runner: runner}, nil
+}
+
+// Ready is closed once the bus has declared its topology and consumes; never closed without Background.
+func (r *Replica) Ready() <-chan struct{} { return r.bus.Ready() }
+
+// Run serves on listener until ctx ends, then stops taking work and lets in-flight work finish or be
+// released within the shutdown bounds. A cancelled ctx is a clean stop (nil).
+func (r *Replica) Run(ctx context.Context, listener net.Listener) error {
+	srv := &http.Server{
+		Handler:           r.Engine,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		r.opts.Logger.Info("serving", "addr", listener.Addr().String(), "instance_id", r.opts.InstanceID)
+		if err := srv.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(gctx), r.opts.ShutdownTimeout)
+		defer cancel()
+		return srv.Shutdown(shutdownCtx)
+	})
+	if r.opts.Background {
+		g.Go(func() error { return r.bus.Run(gctx) })
+		g.Go(func() error { return r.runner.Run(gctx) })
+	}
+	err := g.Wait()
+	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		r.opts.Logger.Info("stopped", "instance_id", r.opts.InstanceID)
+		return nil
+	}
+	return err
+}

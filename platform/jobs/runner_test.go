@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/database/dbtest"
 )
@@ -309,4 +308,3 @@ func noErr(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
-

@@ -23,6 +23,7 @@ func throughput(ctx context.Context, e *environment, o options) error {
 	}
 	e.receiver.reset()
 	want := int64(o.events * o.fanout)
+	cpuBefore := e.cpu(ctx)
 	start := time.Now()
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -51,12 +52,15 @@ func throughput(ctx context.Context, e *environment, o options) error {
 		return fmt.Errorf("%d of %d deliveries arrived: %w", e.receiver.count.Load(), want, err)
 	}
 	total := time.Since(start)
+	cpuAfter := e.cpu(ctx)
 	first, last := e.receiver.window()
 	fmt.Printf("## Throughput: %d events × %d subscriptions = %d deliveries, %d replicas\n\n", o.events, o.fanout, want, o.replicas)
 	fmt.Printf("| measure | value |\n|---|---|\n")
 	fmt.Printf("| events accepted by the API | %.0f events/s (%d posters) |\n", float64(o.events)/posted.Seconds(), o.posters)
 	fmt.Printf("| deliveries at the receiver, first → last | %.0f deliveries/s |\n", float64(want)/last.Sub(first).Seconds())
-	fmt.Printf("| deliveries, first POST → last delivery | %.0f deliveries/s (%.1f s) |\n\n", float64(want)/total.Seconds(), total.Seconds())
+	fmt.Printf("| deliveries, first POST → last delivery | %.0f deliveries/s (%.1f s) |\n", float64(want)/total.Seconds(), total.Seconds())
+	fmt.Printf("| CPU per delivery, replicas (ingestion included) | %.2f ms |\n", 1000*(cpuAfter.app-cpuBefore.app)/float64(want))
+	fmt.Printf("| CPU per delivery, PostgreSQL backends of the run (pooled connections) | %.2f ms |\n\n", 1000*(cpuAfter.postgres-cpuBefore.postgres)/float64(want))
 	return nil
 }
 

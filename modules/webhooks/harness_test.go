@@ -37,7 +37,7 @@ const testToken = "test-token"
 // harness is one replica of the module built from the real platform: PostgreSQL, the outbox, and,
 // when asked, the RabbitMQ bus (forwarder and consumers) and the jobs runner (the sweep schedule).
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	database *dbtest.Database
 	db       *database.DB
 	svc      *Service
@@ -86,7 +86,7 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func newHarness(t *testing.T, cfg Config, opts harnessOptions) *harness {
+func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 	t.Helper()
 	dbase := opts.database
 	if dbase == nil {
@@ -201,7 +201,7 @@ type response struct {
 	body   []byte
 }
 
-func (r response) json(t *testing.T) map[string]any {
+func (r response) json(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(r.body, &m), string(r.body))
@@ -400,7 +400,7 @@ type received struct {
 	body   []byte
 }
 
-func newReceiver(t *testing.T, respond func(n int, w http.ResponseWriter, r *http.Request)) *receiver {
+func newReceiver(t testing.TB, respond func(n int, w http.ResponseWriter, r *http.Request)) *receiver {
 	rc := &receiver{respond: respond}
 	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// clockTicks is USER_HZ, 100 on Linux.
+const clockTicks = 100.0
+
+// cpuSeconds is the user+system CPU time a process has used, or 0 if it cannot be read.
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(fields) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(fields[11], 64)
+	st, _ := strconv.ParseFloat(fields[12], 64)
+	return (ut + st) / clockTicks
+}
+
+// cpuSample is the CPU used so far by the replicas and by the PostgreSQL backends of the benchmark database.
+type cpuSample struct{ app, postgres float64 }
+
+func (e *environment) cpu(ctx context.Context) cpuSample {
+	var s cpuSample
+	for _, p := range e.procs {
+		s.app += cpuSeconds(p.Process.Pid)
+	}
+	db, err := sql.Open("pgx", e.dbURL)
+	if err != nil {
+		return s
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	if err != nil {
+		return s
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pid int
+		if rows.Scan(&pid) == nil {
+			s.postgres += cpuSeconds(pid)
+		}
+	}
+	return s
+}

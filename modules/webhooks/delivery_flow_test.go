@@ -105,6 +105,7 @@ func Test_integration_events_become_webhook_events_once_even_when_redelivered(t 
 	var body map[string]any
 	require.NoError(t, json.Unmarshal(rc.received()[0].body, &body))
 	require.Equal(t, map[string]any{"proposal_id": "p9"}, body["data"])
+	require.Equal(t, e.OccurredAt.UTC().Format(time.RFC3339Nano), body["timestamp"], "the webhook timestamp is the event's")
 	eventually(t, 10*time.Second, func() bool { return h.countRows("outbox_messages") == 0 }, "outbox drained")
 	require.Equal(t, 1, h.countRows("webhook_events"))
 	require.Equal(t, 1, h.countRows("webhook_deliveries"))

@@ -36,7 +36,7 @@ type eventRecord struct {
 	ID        string          `gorm:"column:id;primaryKey"`
 	Type      string          `gorm:"column:type"`
 	Data      json.RawMessage `gorm:"column:data"`
-	CreatedAt time.Time       `gorm:"column:created_at"`
+	CreatedAt time.Time       `gorm:"column:created_at"` // the event's time: an integration event's occurred_at
 }
 
 func (eventRecord) TableName() string { return "webhook_events" }
@@ -57,6 +57,8 @@ type EventInput struct {
 	ID   string
 	Type string
 	Data json.RawMessage
+
+	occurredAt time.Time // the integration event's time; zero = ingestion time
 }
 
 // Ingested says what became of an event: its deliveries, or the first event with that id.
@@ -110,7 +112,7 @@ func (s *Service) handleIntegrationEvent(ctx context.Context, e messaging.Event)
 		s.log.Error("integration event id cannot be a webhook event id", "event_id", e.ID, "type", e.Type)
 		return nil
 	}
-	_, err := s.ingest(ctx, EventInput{ID: e.ID, Type: e.Type, Data: data})
+	_, err := s.ingest(ctx, EventInput{ID: e.ID, Type: e.Type, Data: data, occurredAt: e.OccurredAt})
 	return err
 }
 
@@ -127,7 +129,11 @@ func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {
 	out := Ingested{ID: in.ID, Type: in.Type}
 	err := s.db.WithTx(ctx, func(ctx context.Context) error {
 		now := s.now()
-		ev := &eventRecord{ID: in.ID, Type: in.Type, Data: in.Data, CreatedAt: now}
+		at := now
+		if !in.occurredAt.IsZero() {
+			at = in.occurredAt.UTC().Truncate(time.Microsecond)
+		}
+		ev := &eventRecord{ID: in.ID, Type: in.Type, Data: in.Data, CreatedAt: at}
 		inserted, err := s.store.insertEvent(ctx, ev)
 		if err != nil {
 			return fmt.Errorf("store event: %w", err)

@@ -71,21 +71,32 @@ func TestEventsFanOutAcrossReplicasWithVerifiedSignatures(t *testing.T) {
 		t.Errorf("a disabled subscription received %v", got)
 	}
 
-	// Both replicas sent deliveries (the consumers compete for one queue), and both answer for any delivery.
-	var total float64
-	for i := range c.replicas {
-		sent, err := c.api(i).metric(ctx, succeededMetric, `outcome="succeeded"`)
-		if err != nil {
-			t.Fatal(err)
+	// Both replicas sent deliveries (the consumers compete for the queues), and together all of
+	// them. A receipt precedes the recording of its attempt, so the counters are polled.
+	sent := make([]float64, len(c.replicas))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var total float64
+		for i := range c.replicas {
+			n, err := c.api(i).metric(ctx, succeededMetric, `outcome="succeeded"`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent[i], total = n, total+n
 		}
-		t.Logf("%s sent %.0f deliveries", c.replicas[i].name, sent)
-		if sent == 0 {
+		if int(total) == len(expected) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replicas report %v succeeded attempts, want %d in total", sent, len(expected))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i, n := range sent {
+		t.Logf("%s sent %.0f deliveries", c.replicas[i].name, n)
+		if n == 0 {
 			t.Errorf("%s sent no delivery: the work was not shared", c.replicas[i].name)
 		}
-		total += sent
-	}
-	if int(total) != len(expected) {
-		t.Errorf("replicas report %.0f succeeded attempts, want %d", total, len(expected))
 	}
 	list, err := c.api(1).deliveries(ctx, url.Values{"subscription_id": {subs["exact"].ID}})
 	if err != nil {

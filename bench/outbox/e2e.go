@@ -43,7 +43,7 @@ func endToEnd(ctx context.Context, o options) error {
 	e := &e2e{o: o, db: db, pub: pub}
 
 	fmt.Printf("## End to end (outbox.Publisher → Bus forwarders, confirms on → RabbitMQ → consumer)\n\n")
-	fmt.Printf("Defaults: PollInterval 20ms, ForwarderShards 4, ForwardBatchSize 100.\n\n")
+	fmt.Printf("Defaults: PollInterval 20ms, Forwarders 2, ForwardBatchSize 100.\n\n")
 
 	idle, err := e.latencyRun(ctx, 0, false)
 	if err != nil {
@@ -65,21 +65,26 @@ func endToEnd(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("- idle bus (4 shards, 20 ms): %.0f transactions/s on its database from polling\n\n", idleTx)
+	fmt.Printf("- idle bus (2 forwarders, 20 ms): %.0f transactions/s on its database from polling\n\n", idleTx)
 
 	fmt.Printf("Forwarder throughput, confirms on: %d events pre-filled in the outbox, then the bus starts.\n\n", o.drainN)
-	fmt.Printf("| ForwarderShards | forwarded (outbox → confirmed) | consumed | raw amqp091, same number of confirming publishers |\n|---|---|---|---|\n")
-	for _, shards := range o.shards {
-		fwd, cons, err := e.drainRun(ctx, shards)
+	fmt.Printf("| Forwarders | forwarded (outbox → confirmed → deleted) | consumed |\n|---|---|---|\n")
+	for _, n := range o.forwarders {
+		fwd, cons, err := e.drainRun(ctx, n)
 		if err != nil {
 			return err
 		}
-		raw, err := rawConfirmRate(ctx, o.amqpURL, shards, 4000)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("| %d | %.0f msg/s | %.0f msg/s | %.0f msg/s |\n", shards, fwd, cons, raw)
+		fmt.Printf("| %d | %.0f msg/s | %.0f msg/s |\n", n, fwd, cons)
 	}
+	fmt.Printf("\nRabbitMQ alone (amqp091, persistent messages to a durable queue, each publisher waits for every confirm):\n")
+	for _, n := range []int{1, 4} {
+		raw, err := rawConfirmRate(ctx, o.amqpURL, n, 2000)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%d publisher(s): %.0f msg/s; ", n, raw)
+	}
+	fmt.Println()
 	fmt.Println()
 	return nil
 }
@@ -99,15 +104,15 @@ type benchBus struct {
 	cfg    messaging.Config
 }
 
-func (e *e2e) startBus(ctx context.Context, shards int, handle messaging.Handler) (*benchBus, error) {
+func (e *e2e) startBus(ctx context.Context, forwarders int, handle messaging.Handler) (*benchBus, error) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	id := hex.EncodeToString(b)
 	cfg := messaging.Config{
-		AMQPURL:         e.o.amqpURL,
-		Exchange:        "bench.events." + id,
-		QueuePrefix:     "bench." + id,
-		ForwarderShards: shards,
+		AMQPURL:     e.o.amqpURL,
+		Exchange:    "bench.events." + id,
+		QueuePrefix: "bench." + id,
+		Forwarders:  forwarders,
 	}
 	reg := prometheus.NewRegistry()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
@@ -253,8 +258,8 @@ func (e *e2e) latencyRun(ctx context.Context, rate int, withPgbench bool) (summa
 	return lat.summarize(ids), nil
 }
 
-// drainRun pre-fills the outbox, starts a bus with the given shards and times the drain.
-func (e *e2e) drainRun(ctx context.Context, shards int) (forwarded, consumed float64, err error) {
+// drainRun pre-fills the outbox, starts a bus with the given forwarders and times the drain.
+func (e *e2e) drainRun(ctx context.Context, forwarders int) (forwarded, consumed float64, err error) {
 	var ids []string
 	for done := 0; done < e.o.drainN; done += 100 {
 		got, err := e.publish(ctx, nil, min(100, e.o.drainN-done))
@@ -265,7 +270,7 @@ func (e *e2e) drainRun(ctx context.Context, shards int) (forwarded, consumed flo
 	}
 	lat := newLatencies()
 	start := time.Now()
-	bb, err := e.startBus(ctx, shards, func(_ context.Context, ev messaging.Event) error { lat.receive(ev.ID); return nil })
+	bb, err := e.startBus(ctx, forwarders, func(_ context.Context, ev messaging.Event) error { lat.receive(ev.ID); return nil })
 	if err != nil {
 		return 0, 0, err
 	}
@@ -281,7 +286,7 @@ func (e *e2e) drainRun(ctx context.Context, shards int) (forwarded, consumed flo
 		time.Sleep(2 * time.Millisecond)
 	}
 	consTook := time.Since(start)
-	log.Printf("shards=%d forwarded %d in %s, consumed in %s, %d duplicate deliveries", shards, len(ids), fwdTook.Round(time.Millisecond), consTook.Round(time.Millisecond), lat.dups)
+	log.Printf("forwarders=%d forwarded %d in %s, consumed in %s, %d duplicate deliveries", forwarders, len(ids), fwdTook.Round(time.Millisecond), consTook.Round(time.Millisecond), lat.dups)
 	return float64(len(ids)) / fwdTook.Seconds(), float64(len(ids)) / consTook.Seconds(), nil
 }
 

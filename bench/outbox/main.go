@@ -23,7 +23,7 @@ type options struct {
 	idleN      int
 	loadRate   int
 	loadFor    time.Duration
-	shards     []int
+	forwarders []int
 	skipSchema bool
 }
 
@@ -37,7 +37,7 @@ func main() {
 	flag.DurationVar(&o.loadFor, "load", 10*time.Second, "duration of the load runs")
 	flag.BoolVar(&o.skipSchema, "skip-schema", false, "skip the xid8-vs-queue schema comparison")
 	flag.Parse()
-	o.shards = []int{1, 2, 4, 8}
+	o.forwarders = []int{1, 2, 4}
 
 	log.SetFlags(log.Ltime)
 	ctx := context.Background()

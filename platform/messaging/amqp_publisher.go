@@ -14,22 +14,26 @@ import (
 // confirmPublisher is a watermill publisher to one exchange with publisher confirms: Publish
 // returns nil only once RabbitMQ has taken responsibility for every message.
 type confirmPublisher struct {
-	broker   *broker
-	exchange string
-	timeout  time.Duration
+	broker    *broker
+	exchange  string
+	timeout   time.Duration
+	confirmed func(*message.Message) // called once a message is confirmed (and, if gated, committed)
 
 	mu     sync.Mutex
 	idle   []*amqp.Channel
 	closed bool
 }
 
-const maxIdleChannels = 16
+// maxIdleChannels is above the most forwarders a bus runs: closing a channel would fail the
+// confirms still pending on it.
+const maxIdleChannels = 80
 
-func newConfirmPublisher(b *broker, exchange string, timeout time.Duration) *confirmPublisher {
-	return &confirmPublisher{broker: b, exchange: exchange, timeout: timeout}
+func newConfirmPublisher(b *broker, exchange string, timeout time.Duration, confirmed func(*message.Message)) *confirmPublisher {
+	return &confirmPublisher{broker: b, exchange: exchange, timeout: timeout, confirmed: confirmed}
 }
 
-// Publish sends msgs with topic as routing key and waits for all their confirms.
+// Publish sends msgs with topic as routing key and waits for all their confirms, except for
+// messages read in a gated outbox transaction, whose confirms that transaction's Commit awaits.
 func (p *confirmPublisher) Publish(topic string, msgs ...*message.Message) error {
 	if len(msgs) == 0 {
 		return nil
@@ -44,6 +48,7 @@ func (p *confirmPublisher) Publish(topic string, msgs ...*message.Message) error
 	defer func() { p.release(ch, ok) }()
 
 	confirms := make([]*amqp.DeferredConfirmation, 0, len(msgs))
+	waited := make([]*message.Message, 0, len(msgs))
 	for _, msg := range msgs {
 		pub, err := wireFormat.Marshal(msg)
 		if err != nil {
@@ -53,18 +58,28 @@ func (p *confirmPublisher) Publish(topic string, msgs ...*message.Message) error
 		if err != nil {
 			return fmt.Errorf("publish %s to %q: %w", msg.UUID, topic, err)
 		}
+		if gate, gated := gateOf(msg); gated {
+			gate.await(pendingConfirm{confirm: dc, msg: msg, done: p.confirmed})
+			continue
+		}
 		confirms = append(confirms, dc)
+		waited = append(waited, msg)
 	}
 	for i, dc := range confirms {
 		acked, err := dc.WaitContext(ctx)
 		if err != nil {
-			return fmt.Errorf("confirm of %s: %w", msgs[i].UUID, err)
+			return fmt.Errorf("confirm of %s: %w", waited[i].UUID, err)
 		}
 		if !acked {
-			return fmt.Errorf("RabbitMQ did not confirm message %s", msgs[i].UUID)
+			return fmt.Errorf("RabbitMQ did not confirm message %s", waited[i].UUID)
 		}
 	}
 	ok = true
+	if p.confirmed != nil {
+		for _, msg := range waited {
+			p.confirmed(msg)
+		}
+	}
 	return nil
 }
 

@@ -87,13 +87,13 @@ func (b *Bus) run(ctx context.Context) error {
 		return nil // ctx ended before RabbitMQ answered: nothing was started
 	}
 
-	out := newConfirmPublisher(b.pubBroker, b.cfg.Exchange, b.cfg.PublishTimeout)
-	dead := newConfirmPublisher(b.pubBroker, "", b.cfg.PublishTimeout)
+	out := newConfirmPublisher(b.pubBroker, b.cfg.Exchange, b.cfg.PublishTimeout, b.metrics.observeForward)
+	dead := newConfirmPublisher(b.pubBroker, "", b.cfg.PublishTimeout, nil)
 	defer func() {
 		_ = out.Close()
 		_ = dead.Close()
 	}()
-	fwds, err := newForwarders(b.cfg, b.db, measuredPublisher{next: out, metrics: b.metrics}, b.wlogger)
+	fwds, err := newForwarders(b.cfg, b.db, out, b.wlogger)
 	if err != nil {
 		return err
 	}

@@ -20,9 +20,9 @@ type Config struct {
 	// PollInterval is how often an idle forwarder looks for new outbox rows. Default 20ms, which keeps
 	// the idle commit→consumer latency median near 15 ms.
 	PollInterval time.Duration
-	// ForwarderShards is the number of forwarders per process; each owns the rows whose offset modulo
-	// ForwarderShards is its index, so they publish in parallel. Default 4.
-	ForwarderShards int
+	// Forwarders is the number of outbox forwarders per process. They take disjoint rows, so they
+	// forward in parallel, and each polls every PollInterval when idle. Default 2.
+	Forwarders int
 	// ForwardBatchSize is how many outbox rows one forwarder poll takes. Default 100.
 	ForwardBatchSize int
 	// PublishTimeout bounds one publish plus its broker confirm. Default 10s.
@@ -64,8 +64,8 @@ func (c Config) withDefaults() Config {
 	if c.PollInterval <= 0 {
 		c.PollInterval = 20 * time.Millisecond
 	}
-	if c.ForwarderShards <= 0 {
-		c.ForwarderShards = 4
+	if c.Forwarders <= 0 {
+		c.Forwarders = 2
 	}
 	if c.ForwardBatchSize <= 0 {
 		c.ForwardBatchSize = 100
@@ -104,8 +104,8 @@ func (c Config) validate() error {
 	if !namePattern.MatchString(c.QueuePrefix) {
 		errs = append(errs, fmt.Errorf("invalid queue prefix %q", c.QueuePrefix))
 	}
-	if c.ForwarderShards > 64 {
-		errs = append(errs, fmt.Errorf("ForwarderShards %d > 64", c.ForwarderShards))
+	if c.Forwarders > 64 {
+		errs = append(errs, fmt.Errorf("Forwarders %d > 64", c.Forwarders))
 	}
 	return errors.Join(errs...)
 }

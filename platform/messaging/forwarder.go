@@ -13,15 +13,16 @@ import (
 	"github.com/keelson/keelson/platform/database"
 )
 
-// newForwarders builds one watermill forwarder per shard, each reading its share of the outbox and
-// publishing to RabbitMQ through out.
+// newForwarders builds cfg.Forwarders watermill forwarders over the outbox, publishing to RabbitMQ
+// through out. They take disjoint rows (SKIP LOCKED), so they forward in parallel.
 func newForwarders(cfg Config, db *database.DB, out message.Publisher, logger watermill.LoggerAdapter) ([]*forwarder.Forwarder, error) {
 	ackDeadline := 30 * time.Second
-	fwds := make([]*forwarder.Forwarder, 0, cfg.ForwarderShards)
-	for shard := range cfg.ForwarderShards {
-		sub, err := wmsql.NewSubscriber(wmsql.BeginnerFromStdSQL(db.SQL()), wmsql.SubscriberConfig{
-			SchemaAdapter:  outboxSchema(cfg.ForwardBatchSize, shard, cfg.ForwarderShards),
-			OffsetsAdapter: outboxOffsets(),
+	fwds := make([]*forwarder.Forwarder, 0, cfg.Forwarders)
+	for range cfg.Forwarders {
+		beginner := gatedBeginner{Beginner: wmsql.BeginnerFromStdSQL(db.SQL()), timeout: cfg.PublishTimeout}
+		sub, err := wmsql.NewSubscriber(beginner, wmsql.SubscriberConfig{
+			SchemaAdapter:  newOutboxSchema(cfg.ForwardBatchSize),
+			OffsetsAdapter: newOutboxOffsets(),
 			PollInterval:   cfg.PollInterval,
 			// A failed publish (broker down) is retried on this beat, row lock held, until AckDeadline.
 			ResendInterval: 500 * time.Millisecond,
@@ -45,27 +46,13 @@ func newForwarders(cfg Config, db *database.DB, out message.Publisher, logger wa
 	return fwds, nil
 }
 
-// measuredPublisher records the forward latency of every confirmed event.
-type measuredPublisher struct {
-	next    message.Publisher
-	metrics *metrics
-}
-
-func (p measuredPublisher) Publish(topic string, msgs ...*message.Message) error {
-	if err := p.next.Publish(topic, msgs...); err != nil {
-		return err
+// observeForward records the forward latency of a confirmed event.
+func (m *metrics) observeForward(msg *message.Message) {
+	m.forwarded.Inc()
+	if at, err := time.Parse(time.RFC3339Nano, msg.Metadata.Get(HeaderOccurredAt)); err == nil {
+		m.forwardDelay.Observe(time.Since(at).Seconds())
 	}
-	now := time.Now()
-	for _, msg := range msgs {
-		p.metrics.forwarded.Inc()
-		if at, err := time.Parse(time.RFC3339Nano, msg.Metadata.Get(HeaderOccurredAt)); err == nil {
-			p.metrics.forwardDelay.Observe(now.Sub(at).Seconds())
-		}
-	}
-	return nil
 }
-
-func (p measuredPublisher) Close() error { return p.next.Close() }
 
 // sampleBacklog refreshes the backlog gauge until ctx is done. With delete-on-ack, every row in
 // the outbox is one not yet confirmed by RabbitMQ.

@@ -1,6 +1,7 @@
 package messaging
 
 import (
+	"database/sql"
 	"fmt"
 
 	wmsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
@@ -19,29 +20,56 @@ const (
 
 func outboxTableName(string) string { return `"` + OutboxTable + `"` }
 
-// outboxSchema is watermill-sql's queue schema over the outbox table. shard/shards split the rows
-// between forwarders of one process, which then lock disjoint rows and publish in parallel.
-func outboxSchema(batchSize, shard, shards int) wmsql.PostgreSQLQueueSchema {
-	s := wmsql.PostgreSQLQueueSchema{
-		GenerateMessagesTableName: outboxTableName,
-		SubscribeBatchSize:        batchSize,
-	}
-	if shards > 1 {
-		where := fmt.Sprintf(`"offset" %% %d = %d`, shards, shard)
-		s.GenerateWhereClause = func(wmsql.GenerateWhereClauseParams) (string, []any) { return where, nil }
-	}
-	return s
+// outboxSchema is watermill-sql's queue schema over the outbox table, read with
+// FOR UPDATE SKIP LOCKED under READ COMMITTED: forwarders (in one process or in several replicas)
+// take disjoint rows instead of queueing on one another's locks, and never fail with
+// serialization errors halfway through a batch (which watermill-sql does not notice: it would
+// forward the rows read so far, then fail to delete them).
+type outboxSchema struct {
+	wmsql.PostgreSQLQueueSchema
 }
 
-func outboxOffsets() wmsql.PostgreSQLQueueOffsetsAdapter {
-	return wmsql.PostgreSQLQueueOffsetsAdapter{DeleteOnAck: true, GenerateMessagesTableName: outboxTableName}
+func newOutboxSchema(batchSize int) outboxSchema {
+	return outboxSchema{wmsql.PostgreSQLQueueSchema{GenerateMessagesTableName: outboxTableName, SubscribeBatchSize: batchSize}}
+}
+
+func (s outboxSchema) SelectQuery(params wmsql.SelectQueryParams) (wmsql.Query, error) {
+	q, err := s.PostgreSQLQueueSchema.SelectQuery(params)
+	if err != nil {
+		return q, err
+	}
+	q.Query += " SKIP LOCKED"
+	return q, nil
+}
+
+func (s outboxSchema) SubscribeIsolationLevel() sql.IsolationLevel { return sql.LevelReadCommitted }
+
+// outboxOffsets deletes forwarded rows on ack. watermill-sql's queue adapter deletes every row of
+// the batch, including the ones after a forward that did not complete (subscriber closing, ack
+// deadline): they would be lost. Only the forwarded prefix, up to LastRow, is deleted here.
+type outboxOffsets struct {
+	wmsql.PostgreSQLQueueOffsetsAdapter
+}
+
+func newOutboxOffsets() outboxOffsets {
+	return outboxOffsets{wmsql.PostgreSQLQueueOffsetsAdapter{DeleteOnAck: true, GenerateMessagesTableName: outboxTableName}}
+}
+
+func (a outboxOffsets) AckMessageQuery(params wmsql.AckMessageQueryParams) (wmsql.Query, error) {
+	for i, row := range params.Rows {
+		if row.Offset == params.LastRow.Offset {
+			params.Rows = params.Rows[:i+1]
+			break
+		}
+	}
+	return a.PostgreSQLQueueOffsetsAdapter.AckMessageQuery(params)
 }
 
 // NewOutboxWriter returns a watermill publisher that writes forwarder envelopes into the outbox
 // through exec, which must be the transaction of the unit of work (see platform/outbox).
 // Publish(topic, msgs...) takes the AMQP routing key (the event type) as topic.
 func NewOutboxWriter(exec wmsql.ContextExecutor) (message.Publisher, error) {
-	pub, err := wmsql.NewPublisher(exec, wmsql.PublisherConfig{SchemaAdapter: outboxSchema(0, 0, 1)}, nil)
+	pub, err := wmsql.NewPublisher(exec, wmsql.PublisherConfig{SchemaAdapter: newOutboxSchema(0)}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("outbox writer: %w", err)
 	}

@@ -85,7 +85,7 @@ func (b goBuild) run(out string) error {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	if output, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, output)
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, output)
 	}
 	return nil
 }

@@ -263,21 +263,6 @@ func (l *loadRun) finish(alive int) receiptStats {
 	return s
 }
 
-// deliveriesByStatus counts replica i's view of every delivery by status.
-func (c *cluster) deliveriesByStatus(i int) (map[string]int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	all, err := c.api(i).deliveries(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int{}
-	for _, d := range all {
-		out[d.Status]++
-	}
-	return out, nil
-}
-
 // waitReadyz waits until replica i's /readyz answers want.
 func (c *cluster) waitReadyz(i, want int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)

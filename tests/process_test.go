@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -218,27 +217,6 @@ func (r *replica) dumpLogs() {
 	}
 }
 
-// logLines counts lines of all this replica's logs containing s.
-func (r *replica) logLines(s string) int {
-	paths, _ := filepath.Glob(filepath.Join(r.logs, r.name+"-*.log"))
-	n := 0
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), s) {
-				n++
-			}
-		}
-		_ = f.Close()
-	}
-	return n
-}
-
 func tail(path string, n int) []string {
 	f, err := os.Open(path)
 	if err != nil {
@@ -256,6 +234,3 @@ func tail(path string, n int) []string {
 	}
 	return lines
 }
-
-// itoa keeps env maps readable.
-func itoa(n int) string { return strconv.Itoa(n) }

@@ -41,6 +41,7 @@ func keelsonRunner(db *database.DB, o options, worked *atomic.Int64) (*jobs.Runn
 		BatchSize:     o.batch,
 		PollInterval:  o.poll,
 		DepthInterval: -1,
+		DurableClaims: o.durable,
 	}, []jobs.Kind{noop}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 }
 

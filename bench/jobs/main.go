@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,9 +25,11 @@ type options struct {
 	workers   int
 	batch     int
 	poll      time.Duration
+	durable   bool
 	skipRiver bool
 	skipPGB   bool
 	only      string
+	rounds    int
 }
 
 func main() {
@@ -37,9 +40,11 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 200, "worker goroutines, the same for Keelson and River")
 	flag.IntVar(&o.batch, "batch", 200, "Keelson claim batch size")
 	flag.DurationVar(&o.poll, "poll", 20*time.Millisecond, "poll interval (Keelson PollInterval, River FetchPollInterval)")
+	flag.BoolVar(&o.durable, "durable-claims", false, "Keelson claims and heartbeats with synchronous_commit on")
 	flag.BoolVar(&o.skipRiver, "skip-river", false, "skip River")
 	flag.BoolVar(&o.skipPGB, "skip-pgbench", false, "skip pgbench")
 	flag.StringVar(&o.only, "only", "", "run only burndown or continuous")
+	flag.IntVar(&o.rounds, "rounds", 1, "alternate Keelson and River this many times; the summary takes each one's median")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
 		log.Fatal(err)
@@ -47,8 +52,8 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
-	fmt.Printf("machine: %d CPUs, %s; jobs=%d duration=%s workers=%d keelson batch=%d poll=%s\n",
-		runtime.NumCPU(), serverVersion(ctx, o.adminURL), o.jobs, o.duration, o.workers, o.batch, o.poll)
+	fmt.Printf("machine: %d CPUs, %s; jobs=%d duration=%s workers=%d keelson batch=%d durable-claims=%v poll=%s\n",
+		runtime.NumCPU(), serverVersion(ctx, o.adminURL), o.jobs, o.duration, o.workers, o.batch, o.durable, o.poll)
 	var results []result
 	add := func(r result, err error) error {
 		if err != nil {
@@ -58,23 +63,28 @@ func run(ctx context.Context, o options) error {
 		results = append(results, r)
 		return nil
 	}
-	if o.only != "continuous" {
-		if err := add(keelsonBurndown(ctx, o)); err != nil {
-			return err
+	for round := 1; round <= max(o.rounds, 1); round++ {
+		if o.rounds > 1 {
+			fmt.Printf("round %d\n", round)
 		}
-		if !o.skipRiver {
-			if err := add(riverBurndown(ctx, o)); err != nil {
+		if o.only != "continuous" {
+			if err := add(keelsonBurndown(ctx, o)); err != nil {
 				return err
 			}
+			if !o.skipRiver {
+				if err := add(riverBurndown(ctx, o)); err != nil {
+					return err
+				}
+			}
 		}
-	}
-	if o.only != "burndown" {
-		if err := add(keelsonContinuous(ctx, o)); err != nil {
-			return err
-		}
-		if !o.skipRiver {
-			if err := add(riverContinuous(ctx, o)); err != nil {
+		if o.only != "burndown" {
+			if err := add(keelsonContinuous(ctx, o)); err != nil {
 				return err
+			}
+			if !o.skipRiver {
+				if err := add(riverContinuous(ctx, o)); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -86,19 +96,9 @@ func run(ctx context.Context, o options) error {
 		}
 		fmt.Printf("  pgbench -N -c 8 -j 2 -T 10: %.0f tps\n", tps)
 	}
-	fmt.Println("\nsummary")
+	fmt.Println("\nsummary (median of each system's rounds)")
 	for _, mode := range []string{"burn-down", "continuous"} {
-		var k, r float64
-		for _, res := range results {
-			if res.mode != mode {
-				continue
-			}
-			if res.system == "keelson" {
-				k = res.rate()
-			} else {
-				r = res.rate()
-			}
-		}
+		k, r := median(results, "keelson", mode), median(results, "river", mode)
 		if k == 0 {
 			continue
 		}
@@ -121,6 +121,23 @@ type result struct {
 }
 
 func (r result) rate() float64 { return float64(r.jobs) / r.elapsed.Seconds() }
+
+func median(results []result, system, mode string) float64 {
+	var rates []float64
+	for _, r := range results {
+		if r.system == system && r.mode == mode {
+			rates = append(rates, r.rate())
+		}
+	}
+	if len(rates) == 0 {
+		return 0
+	}
+	sort.Float64s(rates)
+	if len(rates)%2 == 1 {
+		return rates[len(rates)/2]
+	}
+	return (rates[len(rates)/2-1] + rates[len(rates)/2]) / 2
+}
 
 // throwaway creates a database named after the run and returns its URL and a drop function.
 func throwaway(ctx context.Context, adminURL, prefix string) (string, func(), error) {

@@ -171,6 +171,10 @@ type dispatched struct {
 
 // fetch claims batches while there are free slots, until ctx ends.
 func (r *Runner) fetch(ctx, workCtx context.Context, out chan<- dispatched) {
+	if len(r.kindNames) == 0 {
+		<-ctx.Done() // schedules only
+		return
+	}
 	minClaim := max(1, r.cfg.BatchSize/4)
 	cooldown := max(time.Millisecond, r.cfg.PollInterval/4)
 	last := time.Time{}

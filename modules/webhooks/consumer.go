@@ -39,7 +39,7 @@ func (s *Service) handleDeliveryRequested(ctx context.Context, e messaging.Event
 	if err := e.Decode(&req); err != nil {
 		return err
 	}
-	d, err := s.store.delivery(ctx, req.DeliveryID)
+	d, sub, ev, err := s.store.deliveryToSend(ctx, req.DeliveryID)
 	if errors.Is(err, apperr.ErrNotFound) {
 		s.log.Warn("delivery requested for an unknown delivery", "delivery_id", req.DeliveryID)
 		return nil
@@ -50,10 +50,6 @@ func (s *Service) handleDeliveryRequested(ctx context.Context, e messaging.Event
 	if !d.IsClaimedBy(req.ClaimID) {
 		s.metrics.stale.Inc()
 		return nil
-	}
-	sub, ev, err := s.store.sendTarget(ctx, d.SubscriptionID, d.EventID)
-	if err != nil {
-		return err
 	}
 	if !sub.active() {
 		return s.giveUp(ctx, d, "subscription deleted or disabled: not sent")

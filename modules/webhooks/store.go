@@ -51,22 +51,33 @@ func (s store) subscription(ctx context.Context, id uuid.UUID) (*Subscription, e
 	return &sub, nil
 }
 
-// sendTarget loads, in one round trip, what an attempt needs besides the delivery: its subscription
-// (even deleted, so the delivery can be given up with a reason) and its event.
-func (s store) sendTarget(ctx context.Context, subID uuid.UUID, eventID string) (*Subscription, *eventRecord, error) {
-	sub, ev := &Subscription{ID: subID}, &eventRecord{ID: eventID}
-	err := s.conn(ctx).Raw(`SELECT s.url, s.enabled, s.deleted_at, s.secret, s.previous_secret, s.previous_secret_expires_at,
+// deliveryToSend loads a delivery with its row version, its subscription (even deleted, so the
+// delivery can be given up with a reason) and its event, in one round trip: the consumer's only read.
+// The row version is all the xmin check of the later Save needs from the read.
+func (s store) deliveryToSend(ctx context.Context, id uuid.UUID) (*Delivery, *Subscription, *eventRecord, error) {
+	d, sub, ev := &Delivery{}, &Subscription{}, &eventRecord{}
+	err := s.conn(ctx).Raw(`SELECT d.id, d.subscription_id, d.event_id, d.event_type, d.status, d.attempt_count,
+		d.round_failures, d.next_trigger, d.next_attempt_at, d.claim_id, d.last_status_code, d.last_error,
+		d.created_at, d.updated_at, d.xmin,
+		s.url, s.enabled, s.deleted_at, s.secret, s.previous_secret, s.previous_secret_expires_at,
 		e.type, e.data, e.created_at
-		FROM webhook_subscriptions s CROSS JOIN webhook_events e WHERE s.id = ? AND e.id = ?`, subID, eventID).Row().
-		Scan(&sub.URL, &sub.Enabled, &sub.DeletedAt, &sub.Secret, &sub.PreviousSecret, &sub.PreviousSecretExpiresAt,
-			&ev.Type, &ev.Data, &ev.CreatedAt)
+		FROM webhook_deliveries d
+		JOIN webhook_subscriptions s ON s.id = d.subscription_id
+		JOIN webhook_events e ON e.id = d.event_id
+		WHERE d.id = ?`, id).Row().Scan(
+		&d.ID, &d.SubscriptionID, &d.EventID, &d.EventType, &d.Status, &d.AttemptCount,
+		&d.RoundFailures, &d.NextTrigger, &d.NextAttemptAt, &d.ClaimID, &d.LastStatusCode, &d.LastError,
+		&d.CreatedAt, &d.UpdatedAt, &d.Version,
+		&sub.URL, &sub.Enabled, &sub.DeletedAt, &sub.Secret, &sub.PreviousSecret, &sub.PreviousSecretExpiresAt,
+		&ev.Type, &ev.Data, &ev.CreatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, apperr.NotFound("subscription or event", subID.String()+" "+eventID)
+		return nil, nil, nil, apperr.NotFound("delivery", id.String())
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return sub, ev, nil
+	sub.ID, ev.ID = d.SubscriptionID, d.EventID
+	return d, sub, ev, nil
 }
 
 func (s store) subscriptions(ctx context.Context, after uuid.UUID, limit int) ([]Subscription, error) {

@@ -23,10 +23,11 @@ func faultRun(t *testing.T, c *cluster, name string, fault func()) (receiptStats
 	return s, load
 }
 
-// duplicateCauses sorts duplicated deliveries by what explains them: the first copy arrived before
-// the fault ended (a request sent by a process that could not record it, sent again), or the
-// delivery waited in the queue longer than the claim lease (the sweep re-claimed it). The rest is
-// unexplained: a duplicate that no fault caused.
+// duplicateCauses sorts duplicated deliveries by when their first copy arrived: before the fault
+// ended (a request sent by a process that could not record it, sent again), after a wait in the
+// queue longer than the claim lease (the sweep re-claimed it), or later: for a kill, no fault
+// explains those; after a database fault they are its delayed effects (a forward or a handler
+// retried after the connections came back).
 type duplicateCauses struct {
 	AtFault, OverLease int
 	Unexplained        []string
@@ -52,7 +53,7 @@ func explainDuplicates(c *cluster, load *loadRun, s receiptStats, faultEnd time.
 }
 
 func (d duplicateCauses) String() string {
-	return fmt.Sprintf("%d explained by the fault, %d queued beyond the lease, %d unexplained; at most %d copies of one delivery",
+	return fmt.Sprintf("%d first sent before the fault ended, %d queued beyond the lease, %d later; at most %d copies of one delivery",
 		d.AtFault, d.OverLease, len(d.Unexplained), max(d.MaxCopies, 1))
 }
 

@@ -78,6 +78,9 @@ func TestSIGKILLOfAReplicaLosesNothing(t *testing.T) {
 	for _, u := range causes.Unexplained {
 		t.Errorf("duplicate not explained by the kill: %s", u)
 	}
+	if causes.MaxCopies > 2 {
+		t.Errorf("a delivery arrived %d times: the kill explains one extra copy at most", causes.MaxCopies)
+	}
 }
 
 func TestSIGTERMDuringARunLosesNothingAndDuplicatesNothing(t *testing.T) {

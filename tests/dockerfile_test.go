@@ -129,4 +129,24 @@ func TestDockerfileFinalImagesRunAsNonRoot(t *testing.T) {
 	if app := stages["app"]; app.entrypoint != `["/usr/local/bin/keelson"]` || app.cmd != `["serve"]` {
 		t.Fatalf("app image: ENTRYPOINT %s CMD %s, want keelson serve", app.entrypoint, app.cmd)
 	}
+	// Each final stage runs the binary it copies, and copies one the build stage produces.
+	builds, err := dockerfileBuilds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outputs := map[string]bool{}
+	for _, b := range builds {
+		outputs[b.Output] = true
+	}
+	for _, name := range []string{"app", "receiver"} {
+		s := stages[name]
+		words := strings.Fields(s.copies[0])
+		from, to := words[1], words[2]
+		if !outputs[from] {
+			t.Errorf("stage %s copies %s, which no go build of the Dockerfile writes (%v)", name, from, outputs)
+		}
+		if s.entrypoint != `["`+to+`"]` {
+			t.Errorf("stage %s copies the binary to %s but its ENTRYPOINT is %s", name, to, s.entrypoint)
+		}
+	}
 }

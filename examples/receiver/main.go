@@ -1,14 +1,19 @@
 // Command receiver is the demo webhook endpoint of docker compose: it verifies each request's
 // Standard Webhooks signature and logs the delivery, so `docker compose up` shows signed events arriving.
 //
-// Configuration: RECEIVER_ADDR [:9000], RECEIVER_SECRETS (comma-separated whsec_… secrets; empty =
-// log deliveries without checking signatures), RECEIVER_FAIL_EVERY [0] (answer 503 to every Nth
-// request, to watch retries).
+// Configuration, by flag or environment variable (the flag wins):
+//
+//	-addr       RECEIVER_ADDR        listen address [:9000]
+//	-secrets    RECEIVER_SECRETS     comma-separated whsec_… secrets; empty = log without checking signatures
+//	-fail-every RECEIVER_FAIL_EVERY  answer 503 to every Nth request, to watch retries [0 = never]
+//
+// Locally: go run ./examples/receiver -addr 127.0.0.1:9000 -secrets whsec_…
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -24,35 +29,36 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(os.Stdout, nil))
-	if err := run(ctx, os.Getenv, logger); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, logger); err != nil {
 		fmt.Fprintln(os.Stderr, "receiver:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) error {
-	addr := getenv("RECEIVER_ADDR")
-	if addr == "" {
-		addr = ":9000"
+func run(ctx context.Context, args []string, getenv func(string) string, logger *slog.Logger) error {
+	flags := flag.NewFlagSet("receiver", flag.ContinueOnError)
+	addr := flags.String("addr", or(getenv("RECEIVER_ADDR"), ":9000"), "listen address (RECEIVER_ADDR)")
+	secrets := flags.String("secrets", getenv("RECEIVER_SECRETS"), "comma-separated whsec_ secrets (RECEIVER_SECRETS)")
+	failEveryRaw := flags.String("fail-every", or(getenv("RECEIVER_FAIL_EVERY"), "0"), "answer 503 to every Nth request (RECEIVER_FAIL_EVERY)")
+	if err := flags.Parse(args); err != nil {
+		return err
 	}
-	verifier, err := NewVerifier(splitList(getenv("RECEIVER_SECRETS")), 5*time.Minute)
+	verifier, err := NewVerifier(splitList(*secrets), 5*time.Minute)
 	if err != nil {
-		return fmt.Errorf("invalid RECEIVER_SECRETS: %w", err)
+		return fmt.Errorf("invalid secrets: %w", err)
 	}
-	failEvery := 0
-	if v := getenv("RECEIVER_FAIL_EVERY"); v != "" {
-		if failEvery, err = strconv.Atoi(v); err != nil || failEvery < 0 {
-			return fmt.Errorf("invalid RECEIVER_FAIL_EVERY: %q is not a count", v)
-		}
+	failEvery, err := strconv.Atoi(*failEveryRaw)
+	if err != nil || failEvery < 0 {
+		return fmt.Errorf("invalid fail-every: %q is not a count", *failEveryRaw)
 	}
 	srv := &http.Server{
-		Addr:              addr,
+		Addr:              *addr,
 		Handler:           NewHandler(verifier, failEvery, logger),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	logger.Info("receiver listening", "addr", addr, "verifying", verifier.Enabled(), "fail_every", failEvery)
+	logger.Info("receiver listening", "addr", *addr, "verifying", verifier.Enabled(), "fail_every", failEvery)
 	select {
 	case err := <-errc:
 		return err
@@ -64,6 +70,13 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 		return err
 	}
 	return nil
+}
+
+func or(v, fallback string) string {
+	if v == "" {
+		return fallback
+	}
+	return v
 }
 
 func splitList(v string) []string {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,5 +101,29 @@ func TestHandlerAnswersBySignature(t *testing.T) {
 	}
 	if got := post("v1,AAAA"); got != http.StatusUnauthorized {
 		t.Fatalf("bad signature: status %d, want 401", got)
+	}
+}
+
+func TestRunRefusesBadConfiguration(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"secret by flag", []string{"-secrets", "whsec_%%%"}, nil, "invalid secrets"},
+		{"secret by environment", nil, map[string]string{"RECEIVER_SECRETS": "whsec_%%%"}, "invalid secrets"},
+		{"fail-every", []string{"-fail-every", "-1"}, nil, "invalid fail-every"},
+		{"unknown flag", []string{"-port", "9000"}, nil, "flag provided but not defined"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := run(t.Context(), c.args, env(c.env), logger)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("run = %v, want an error containing %q", err, c.want)
+			}
+		})
 	}
 }

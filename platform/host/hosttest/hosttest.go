@@ -106,6 +106,14 @@ func Start(t testing.TB, db *database.DB, opts Options, mods ...module.Module) *
 	if err != nil {
 		t.Fatalf("hosttest: %v", err)
 	}
+	if opts.Background {
+		// Registered before stop, so it runs after it: cleanups run last-in first-out.
+		consumers := make([]string, 0)
+		for _, s := range replica.Registry.Subscriptions() {
+			consumers = append(consumers, s.Consumer)
+		}
+		t.Cleanup(func() { DeleteTopology(opts.Messaging, consumers) })
+	}
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("hosttest: listen: %v", err)
@@ -131,11 +139,6 @@ func Start(t testing.TB, db *database.DB, opts Options, mods ...module.Module) *
 	}
 	t.Cleanup(stop)
 	if opts.Background {
-		consumers := make([]string, 0)
-		for _, s := range replica.Registry.Subscriptions() {
-			consumers = append(consumers, s.Consumer)
-		}
-		t.Cleanup(func() { DeleteTopology(opts.Messaging, consumers) })
 		select {
 		case <-replica.Ready():
 		case <-time.After(30 * time.Second):
@@ -146,23 +149,30 @@ func Start(t testing.TB, db *database.DB, opts Options, mods ...module.Module) *
 }
 
 // DeleteTopology removes a test's queues (and their dead-letter queues) and exchange from the broker.
+// Only what is unused goes: a queue another replica of the test still consumes, or the exchange while
+// a queue is bound to it, stays until that replica's own cleanup.
 func DeleteTopology(cfg messaging.Config, consumers []string) {
 	conn, err := amqp.Dial(cfg.AMQPURL)
 	if err != nil {
 		return
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return
+	// A refused if-unused delete closes its channel, so each delete gets its own.
+	del := func(fn func(ch *amqp.Channel) error) {
+		ch, err := conn.Channel()
+		if err != nil {
+			return
+		}
+		defer ch.Close()
+		_ = fn(ch)
 	}
-	defer ch.Close()
 	for _, c := range consumers {
 		q := cfg.QueuePrefix + "." + c
-		_, _ = ch.QueueDelete(q, false, false, false)
-		_, _ = ch.QueueDelete(q+".dead", false, false, false)
+		for _, name := range []string{q, q + ".dead"} {
+			del(func(ch *amqp.Channel) error { _, err := ch.QueueDelete(name, true, false, false); return err })
+		}
 	}
-	_ = ch.ExchangeDelete(cfg.Exchange, false, false)
+	del(func(ch *amqp.Channel) error { return ch.ExchangeDelete(cfg.Exchange, true, false) })
 }
 
 func randomHex(n int) string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -71,7 +72,7 @@ func TestRenameThroughAnAcceptedProposalAcrossReplicas(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if !(statuses[0] == http.StatusOK && statuses[1] == http.StatusConflict) && !(statuses[0] == http.StatusConflict && statuses[1] == http.StatusOK) {
+	if sort.Ints(statuses); statuses[0] != http.StatusOK || statuses[1] != http.StatusConflict {
 		t.Fatalf("concurrent accepts answered %v, want one 200 and one 409", statuses)
 	}
 

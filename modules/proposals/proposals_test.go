@@ -16,6 +16,7 @@ import (
 	cconv "github.com/keelson/keelson/modules/conversations/contract"
 	"github.com/keelson/keelson/modules/proposals/contract"
 	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/outbox"
 )
@@ -75,8 +76,8 @@ func reply(t *testing.T, r *replica, conversationID uuid.UUID, actions ...cconv.
 func listFor(t *testing.T, r *replica, conversationID uuid.UUID, n int) []proposalBody {
 	t.Helper()
 	var page list[proposalBody]
-	eventually(t, flowTimeout, func() bool {
-		page = decode[list[proposalBody]](t, r.do(t, http.MethodGet, proposalsPath+"?conversation_id="+conversationID.String(), nil))
+	hosttest.Eventually(t, flowTimeout, func() bool {
+		page = hosttest.Decode[list[proposalBody]](t, r.Do(t, http.MethodGet, proposalsPath+"?conversation_id="+conversationID.String(), nil))
 		return len(page.Items) >= n
 	}, "%d proposals", n)
 	return page.Items
@@ -94,9 +95,9 @@ func TestIntakeIsIdempotent(t *testing.T) {
 	)
 	publish(t, r.db, cconv.EventAssistantReplyCreated, rep) // the same reply again, as a new event
 	props := listFor(t, r, conv, 2)
-	eventually(t, flowTimeout, func() bool { return len(h.events.ofType(contract.EventProposalCreated)) == 2 }, "two proposal.created")
-	eventually(t, flowTimeout, func() bool { return len(h.events.ofType(cconv.EventAssistantReplyCreated)) == 2 }, "both replies consumed")
-	assert.Equal(t, int64(2), count(t, r.db, `SELECT count(*) FROM proposals`))
+	hosttest.Eventually(t, flowTimeout, func() bool { return len(h.events.OfType(contract.EventProposalCreated)) == 2 }, "two proposal.created")
+	hosttest.Eventually(t, flowTimeout, func() bool { return len(h.events.OfType(cconv.EventAssistantReplyCreated)) == 2 }, "both replies consumed")
+	assert.Equal(t, int64(2), hosttest.Count(t, r.db, `SELECT count(*) FROM proposals`))
 	require.Len(t, props, 2)
 	types := []string{props[0].Action.Type, props[1].Action.Type}
 	assert.ElementsMatch(t, []string{contract.ActionRenameConversation, contract.ActionCreateWebhookSubscription}, types)
@@ -105,20 +106,20 @@ func TestIntakeIsIdempotent(t *testing.T) {
 		assert.Equal(t, conv.String(), p.ConversationID)
 		assert.Equal(t, "because the user asked", p.Rationale)
 		assert.Nil(t, p.DecidedAt)
-		got := r.do(t, http.MethodGet, proposalsPath+"/"+p.ID, nil)
+		got := r.Do(t, http.MethodGet, proposalsPath+"/"+p.ID, nil)
 		require.Equal(t, http.StatusOK, got.Status)
 		assert.Equal(t, `"`+p.Version+`"`, got.Header.Get("ETag"))
 	}
-	pending := decode[list[proposalBody]](t, r.do(t, http.MethodGet, proposalsPath+"?status=pending&limit=1", nil))
+	pending := hosttest.Decode[list[proposalBody]](t, r.Do(t, http.MethodGet, proposalsPath+"?status=pending&limit=1", nil))
 	require.Len(t, pending.Items, 1)
 	require.NotNil(t, pending.NextCursor)
-	next := decode[list[proposalBody]](t, r.do(t, http.MethodGet, proposalsPath+"?status=pending&limit=1&cursor="+*pending.NextCursor, nil))
+	next := hosttest.Decode[list[proposalBody]](t, r.Do(t, http.MethodGet, proposalsPath+"?status=pending&limit=1&cursor="+*pending.NextCursor, nil))
 	require.Len(t, next.Items, 1)
 	assert.NotEqual(t, pending.Items[0].ID, next.Items[0].ID)
 	assert.Nil(t, next.NextCursor)
-	assert.Empty(t, decode[list[proposalBody]](t, r.do(t, http.MethodGet, proposalsPath+"?status=applied", nil)).Items)
-	assert.Len(t, decode[list[proposalBody]](t, r.do(t, http.MethodGet, proposalsPath+"?status=&conversation_id=", nil)).Items, 2, "empty filters filter nothing")
-	assert.Empty(t, decode[list[proposalBody]](t, r.do(t, http.MethodGet, proposalsPath+"?conversation_id="+uuid.Must(uuid.NewV7()).String(), nil)).Items)
+	assert.Empty(t, hosttest.Decode[list[proposalBody]](t, r.Do(t, http.MethodGet, proposalsPath+"?status=applied", nil)).Items)
+	assert.Len(t, hosttest.Decode[list[proposalBody]](t, r.Do(t, http.MethodGet, proposalsPath+"?status=&conversation_id=", nil)).Items, 2, "empty filters filter nothing")
+	assert.Empty(t, hosttest.Decode[list[proposalBody]](t, r.Do(t, http.MethodGet, proposalsPath+"?conversation_id="+uuid.Must(uuid.NewV7()).String(), nil)).Items)
 }
 
 // TestFiftyConcurrentDecisions: 50 accept/reject requests over two replicas on one pending proposal:
@@ -143,11 +144,11 @@ func TestFiftyConcurrentDecisions(t *testing.T) {
 			done.Go(func() {
 				start.Wait()
 				r := replicas[i%2]
-				var resp *response
+				var resp *hosttest.Response
 				if i%2 == round%2 {
-					resp = r.do(t, http.MethodPost, proposalsPath+"/"+p.ID+"/accept", nil)
+					resp = r.Do(t, http.MethodPost, proposalsPath+"/"+p.ID+"/accept", nil)
 				} else {
-					resp = r.do(t, http.MethodPost, proposalsPath+"/"+p.ID+"/reject", map[string]any{"reason": "no"})
+					resp = r.Do(t, http.MethodPost, proposalsPath+"/"+p.ID+"/reject", map[string]any{"reason": "no"})
 				}
 				statuses[i], bodies[i] = resp.Status, resp.Body
 			})
@@ -163,26 +164,26 @@ func TestFiftyConcurrentDecisions(t *testing.T) {
 				winner = i
 			case http.StatusConflict:
 				lost++
-				assert.Equal(t, "proposal_already_decided", decode[problem](t, &response{Body: bodies[i]}).Code)
+				assert.Equal(t, "proposal_already_decided", hosttest.Decode[hosttest.Problem](t, &hosttest.Response{Body: bodies[i]}).Code)
 			default:
 				t.Fatalf("unexpected status %d: %s", s, bodies[i])
 			}
 		}
 		require.NotEqual(t, -1, winner)
 		assert.Equal(t, deciders-1, lost)
-		decided := decode[proposalBody](t, &response{Body: bodies[winner]})
-		final := decode[proposalBody](t, replicas[1].do(t, http.MethodGet, proposalsPath+"/"+p.ID, nil))
+		decided := hosttest.Decode[proposalBody](t, &hosttest.Response{Body: bodies[winner]})
+		final := hosttest.Decode[proposalBody](t, replicas[1].Do(t, http.MethodGet, proposalsPath+"/"+p.ID, nil))
 		assert.Equal(t, decided.Status, final.Status, "the winner's decision stands")
 		assert.Equal(t, decided.Version, final.Version)
 		assert.Contains(t, []string{"accepted", "rejected"}, final.Status)
 		won[final.Status]++
 		t.Logf("round %d: %s won, %d × 409", round, final.Status, lost)
 	}
-	eventually(t, flowTimeout, func() bool {
-		return len(h.events.ofType(contract.EventProposalAccepted))+len(h.events.ofType(contract.EventProposalRejected)) == rounds
+	hosttest.Eventually(t, flowTimeout, func() bool {
+		return len(h.events.OfType(contract.EventProposalAccepted))+len(h.events.OfType(contract.EventProposalRejected)) == rounds
 	}, "one decision event per proposal")
-	assert.Len(t, h.events.ofType(contract.EventProposalAccepted), won["accepted"])
-	assert.Len(t, h.events.ofType(contract.EventProposalRejected), won["rejected"])
+	assert.Len(t, h.events.OfType(contract.EventProposalAccepted), won["accepted"])
+	assert.Len(t, h.events.OfType(contract.EventProposalRejected), won["rejected"])
 }
 
 // TestActionResults: an applied result ends an accepted proposal applied (with proposal.applied),
@@ -201,7 +202,7 @@ func TestActionResults(t *testing.T) {
 	}
 	good, bad, untouched := byTitle["A"], byTitle["B"], byTitle["C"]
 	for _, p := range []proposalBody{good, bad} {
-		require.Equal(t, http.StatusOK, r.do(t, http.MethodPost, proposalsPath+"/"+p.ID+"/accept", "{}").Status)
+		require.Equal(t, http.StatusOK, r.Do(t, http.MethodPost, proposalsPath+"/"+p.ID+"/accept", "{}").Status)
 	}
 
 	publish(t, r.db, contract.EventActionResult, contract.ActionResult{ProposalID: uuid.MustParse(good.ID), Applied: true})
@@ -211,8 +212,8 @@ func TestActionResults(t *testing.T) {
 
 	waitStatus := func(id, status string) proposalBody {
 		var p proposalBody
-		eventually(t, flowTimeout, func() bool {
-			p = decode[proposalBody](t, r.do(t, http.MethodGet, proposalsPath+"/"+id, nil))
+		hosttest.Eventually(t, flowTimeout, func() bool {
+			p = hosttest.Decode[proposalBody](t, r.Do(t, http.MethodGet, proposalsPath+"/"+id, nil))
 			return p.Status == status
 		}, "proposal %s %s", id, status)
 		return p
@@ -224,20 +225,20 @@ func TestActionResults(t *testing.T) {
 	// The same result again, and a contradicting one: nothing changes any more.
 	publish(t, r.db, contract.EventActionResult, contract.ActionResult{ProposalID: uuid.MustParse(good.ID), Applied: true})
 	publish(t, r.db, contract.EventActionResult, contract.ActionResult{ProposalID: uuid.MustParse(good.ID), Applied: false, Error: "late"})
-	eventually(t, flowTimeout, func() bool { return len(h.events.ofType(contract.EventActionResult)) == 6 }, "all results consumed")
-	eventually(t, flowTimeout, func() bool {
-		return count(t, r.db, `SELECT count(*) FROM inbox_messages WHERE consumer = 'proposals.results'`) == 6
+	hosttest.Eventually(t, flowTimeout, func() bool { return len(h.events.OfType(contract.EventActionResult)) == 6 }, "all results consumed")
+	hosttest.Eventually(t, flowTimeout, func() bool {
+		return hosttest.Count(t, r.db, `SELECT count(*) FROM inbox_messages WHERE consumer = 'proposals.results'`) == 6
 	}, "all results processed by the module")
 	assert.Equal(t, "applied", waitStatus(good.ID, "applied").Status)
-	assert.Equal(t, "pending", decode[proposalBody](t, r.do(t, http.MethodGet, proposalsPath+"/"+untouched.ID, nil)).Status)
-	applied := h.events.ofType(contract.EventProposalApplied)
+	assert.Equal(t, "pending", hosttest.Decode[proposalBody](t, r.Do(t, http.MethodGet, proposalsPath+"/"+untouched.ID, nil)).Status)
+	applied := h.events.OfType(contract.EventProposalApplied)
 	require.Len(t, applied, 1)
 	var payload contract.ProposalApplied
 	require.NoError(t, applied[0].Decode(&payload))
 	assert.Equal(t, good.ID, payload.ProposalID.String())
 	assert.Equal(t, contract.ActionRenameConversation, payload.Action.Type)
 
-	again := r.do(t, http.MethodPost, proposalsPath+"/"+good.ID+"/accept", nil)
+	again := r.Do(t, http.MethodPost, proposalsPath+"/"+good.ID+"/accept", nil)
 	assert.Equal(t, http.StatusConflict, again.Status, "an applied proposal is decided")
 }
 
@@ -248,7 +249,7 @@ func TestDecisionBadInputWritesNothing(t *testing.T) {
 	conv := uuid.Must(uuid.NewV7())
 	reply(t, seed, conv, renameAction("Keep"))
 	p := listFor(t, seed, conv, 1)[0]
-	eventually(t, flowTimeout, func() bool { return len(h.events.ofType(contract.EventProposalCreated)) == 1 }, "proposal.created forwarded")
+	hosttest.Eventually(t, flowTimeout, func() bool { return len(h.events.OfType(contract.EventProposalCreated)) == 1 }, "proposal.created forwarded")
 
 	r := h.start(harnessOptions{}) // HTTP only, so the outbox keeps anything a bad request might write
 	item := proposalsPath + "/" + p.ID
@@ -285,13 +286,13 @@ func TestDecisionBadInputWritesNothing(t *testing.T) {
 		{"reject: too large", "POST", item + "/reject", `{"reason":"` + strings.Repeat("x", 1<<20) + `"}`, nil, 413, "payload_too_large", ""},
 		{"reject: missing", "POST", missing + "/reject", map[string]any{}, nil, 404, "not_found", ""},
 	}
-	before := [2]int64{count(t, r.db, `SELECT count(*) FROM outbox_messages`), count(t, r.db, `SELECT count(*) FROM proposals`)}
+	before := [2]int64{hosttest.Count(t, r.db, `SELECT count(*) FROM outbox_messages`), hosttest.Count(t, r.db, `SELECT count(*) FROM proposals`)}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp := r.do(t, tt.method, tt.path, tt.body, tt.headers...)
+			resp := r.Do(t, tt.method, tt.path, tt.body, tt.headers...)
 			require.Equal(t, tt.status, resp.Status, "%s", resp.Body)
 			assert.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
-			got := decode[problem](t, resp)
+			got := hosttest.Decode[hosttest.Problem](t, resp)
 			assert.Equal(t, tt.code, got.Code)
 			if tt.field != "" {
 				require.NotEmpty(t, got.Errors, "%s", resp.Body)
@@ -299,16 +300,16 @@ func TestDecisionBadInputWritesNothing(t *testing.T) {
 			}
 		})
 	}
-	after := [2]int64{count(t, r.db, `SELECT count(*) FROM outbox_messages`), count(t, r.db, `SELECT count(*) FROM proposals`)}
+	after := [2]int64{hosttest.Count(t, r.db, `SELECT count(*) FROM outbox_messages`), hosttest.Count(t, r.db, `SELECT count(*) FROM proposals`)}
 	assert.Equal(t, before, after, "no event, no proposal")
-	now := decode[proposalBody](t, r.do(t, http.MethodGet, item, nil))
+	now := hosttest.Decode[proposalBody](t, r.Do(t, http.MethodGet, item, nil))
 	assert.Equal(t, "pending", now.Status)
 	assert.Equal(t, p.Version, now.Version, "the proposal is unchanged")
 
 	// Empty body and {} are both accepted; a matching If-Match too.
-	ok := r.do(t, http.MethodPost, item+"/reject", "", "If-Match", `"`+p.Version+`"`)
+	ok := r.Do(t, http.MethodPost, item+"/reject", "", "If-Match", `"`+p.Version+`"`)
 	require.Equal(t, http.StatusOK, ok.Status, "%s", ok.Body)
-	rejected := decode[proposalBody](t, ok)
+	rejected := hosttest.Decode[proposalBody](t, ok)
 	assert.Equal(t, "rejected", rejected.Status)
 	assert.Equal(t, `"`+rejected.Version+`"`, ok.Header.Get("ETag"))
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
 type conversationBody struct {
@@ -36,60 +38,60 @@ const conversationsPath = "/api/v1/conversations"
 
 func createConversation(t *testing.T, r *replica, title string) conversationBody {
 	t.Helper()
-	resp := r.do(t, http.MethodPost, conversationsPath, map[string]any{"title": title})
+	resp := r.Do(t, http.MethodPost, conversationsPath, map[string]any{"title": title})
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
-	return decode[conversationBody](t, resp)
+	return hosttest.Decode[conversationBody](t, resp)
 }
 
 func TestConversationLifecycle(t *testing.T) {
 	h := newHarness(t)
 	r := h.start(harnessOptions{})
 
-	created := r.do(t, http.MethodPost, conversationsPath, map[string]any{"title": "  Roadmap  "})
+	created := r.Do(t, http.MethodPost, conversationsPath, map[string]any{"title": "  Roadmap  "})
 	require.Equal(t, http.StatusCreated, created.Status, "%s", created.Body)
-	c := decode[conversationBody](t, created)
+	c := hosttest.Decode[conversationBody](t, created)
 	assert.Equal(t, "Roadmap", c.Title, "surrounding spaces are trimmed")
 	assert.Equal(t, `"`+c.Version+`"`, created.Header.Get("ETag"))
 	assert.Equal(t, conversationsPath+"/"+c.ID, created.Header.Get("Location"))
 	assert.Equal(t, int64(1), outboxCount(t, r.db, "conversation.created"))
 
-	got := r.do(t, http.MethodGet, conversationsPath+"/"+c.ID, nil)
+	got := r.Do(t, http.MethodGet, conversationsPath+"/"+c.ID, nil)
 	require.Equal(t, http.StatusOK, got.Status)
-	assert.Equal(t, c, decode[conversationBody](t, got))
+	assert.Equal(t, c, hosttest.Decode[conversationBody](t, got))
 	assert.Equal(t, `"`+c.Version+`"`, got.Header.Get("ETag"))
 
-	renamed := r.do(t, http.MethodPatch, conversationsPath+"/"+c.ID, map[string]any{"title": "Roadmap 2027"}, "If-Match", `"`+c.Version+`"`)
+	renamed := r.Do(t, http.MethodPatch, conversationsPath+"/"+c.ID, map[string]any{"title": "Roadmap 2027"}, "If-Match", `"`+c.Version+`"`)
 	require.Equal(t, http.StatusOK, renamed.Status, "%s", renamed.Body)
-	rc := decode[conversationBody](t, renamed)
+	rc := hosttest.Decode[conversationBody](t, renamed)
 	assert.Equal(t, "Roadmap 2027", rc.Title)
 	assert.NotEqual(t, c.Version, rc.Version)
 	assert.Equal(t, `"`+rc.Version+`"`, renamed.Header.Get("ETag"))
 	assert.Equal(t, int64(1), outboxCount(t, r.db, "conversation.renamed"))
 
-	posted := r.do(t, http.MethodPost, conversationsPath+"/"+c.ID+"/messages", map[string]any{"content": "hello"})
+	posted := r.Do(t, http.MethodPost, conversationsPath+"/"+c.ID+"/messages", map[string]any{"content": "hello"})
 	require.Equal(t, http.StatusCreated, posted.Status, "%s", posted.Body)
-	m := decode[messageBody](t, posted)
+	m := hosttest.Decode[messageBody](t, posted)
 	assert.Equal(t, "user", m.Role)
 	assert.Equal(t, "hello", m.Content)
 	assert.Equal(t, c.ID, m.ConversationID)
 	assert.Equal(t, int64(1), outboxCount(t, r.db, "conversation.message.created"))
-	assert.Equal(t, int64(1), count(t, r.db, `SELECT count(*) FROM jobs WHERE kind = 'conversations.assistant_reply' AND payload->>'message_id' = ?`, m.ID),
+	assert.Equal(t, int64(1), hosttest.Count(t, r.db, `SELECT count(*) FROM jobs WHERE kind = 'conversations.assistant_reply' AND payload->>'message_id' = ?`, m.ID),
 		"the reply job is enqueued with the message")
 
-	after := decode[conversationBody](t, r.do(t, http.MethodGet, conversationsPath+"/"+c.ID, nil))
+	after := hosttest.Decode[conversationBody](t, r.Do(t, http.MethodGet, conversationsPath+"/"+c.ID, nil))
 	assert.NotEqual(t, rc.Version, after.Version, "posting a message touches the conversation")
-	stale := r.do(t, http.MethodPatch, conversationsPath+"/"+c.ID, map[string]any{"title": "x"}, "If-Match", `"`+rc.Version+`"`)
+	stale := r.Do(t, http.MethodPatch, conversationsPath+"/"+c.ID, map[string]any{"title": "x"}, "If-Match", `"`+rc.Version+`"`)
 	assert.Equal(t, http.StatusPreconditionFailed, stale.Status, "an ETag from before the message is stale")
 
-	msgs := decode[list[messageBody]](t, r.do(t, http.MethodGet, conversationsPath+"/"+c.ID+"/messages", nil))
+	msgs := hosttest.Decode[list[messageBody]](t, r.Do(t, http.MethodGet, conversationsPath+"/"+c.ID+"/messages", nil))
 	require.Len(t, msgs.Items, 1)
 	assert.Nil(t, msgs.NextCursor)
 
-	del := r.do(t, http.MethodDelete, conversationsPath+"/"+c.ID, nil, "If-Match", `"`+after.Version+`"`)
+	del := r.Do(t, http.MethodDelete, conversationsPath+"/"+c.ID, nil, "If-Match", `"`+after.Version+`"`)
 	assert.Equal(t, http.StatusNoContent, del.Status, "%s", del.Body)
-	assert.Equal(t, http.StatusNotFound, r.do(t, http.MethodGet, conversationsPath+"/"+c.ID, nil).Status)
-	assert.Equal(t, http.StatusNotFound, r.do(t, http.MethodGet, conversationsPath+"/"+c.ID+"/messages", nil).Status)
-	assert.Equal(t, int64(0), count(t, r.db, `SELECT count(*) FROM conversation_messages`), "messages go with their conversation")
+	assert.Equal(t, http.StatusNotFound, r.Do(t, http.MethodGet, conversationsPath+"/"+c.ID, nil).Status)
+	assert.Equal(t, http.StatusNotFound, r.Do(t, http.MethodGet, conversationsPath+"/"+c.ID+"/messages", nil).Status)
+	assert.Equal(t, int64(0), hosttest.Count(t, r.db, `SELECT count(*) FROM conversation_messages`), "messages go with their conversation")
 }
 
 func TestListsPaginate(t *testing.T) {
@@ -107,7 +109,7 @@ func TestListsPaginate(t *testing.T) {
 		if cursor != "" {
 			path += "&cursor=" + cursor
 		}
-		page := decode[list[conversationBody]](t, r.do(t, http.MethodGet, path, nil))
+		page := hosttest.Decode[list[conversationBody]](t, r.Do(t, http.MethodGet, path, nil))
 		for _, c := range page.Items {
 			seen = append(seen, c.ID)
 		}
@@ -123,7 +125,7 @@ func TestListsPaginate(t *testing.T) {
 
 	c := ids[0]
 	for i := range 5 {
-		resp := r.do(t, http.MethodPost, conversationsPath+"/"+c+"/messages", map[string]any{"content": fmt.Sprintf("m%d", i)})
+		resp := r.Do(t, http.MethodPost, conversationsPath+"/"+c+"/messages", map[string]any{"content": fmt.Sprintf("m%d", i)})
 		require.Equal(t, http.StatusCreated, resp.Status)
 	}
 	var contents []string
@@ -133,7 +135,7 @@ func TestListsPaginate(t *testing.T) {
 		if cursor != "" {
 			path += "&cursor=" + cursor
 		}
-		page := decode[list[messageBody]](t, r.do(t, http.MethodGet, path, nil))
+		page := hosttest.Decode[list[messageBody]](t, r.Do(t, http.MethodGet, path, nil))
 		for _, m := range page.Items {
 			contents = append(contents, m.Content)
 		}
@@ -211,19 +213,19 @@ func TestBadInputWritesNothing(t *testing.T) {
 	}
 	snapshot := func() [4]int64 {
 		return [4]int64{
-			count(t, r.db, `SELECT count(*) FROM conversations`),
-			count(t, r.db, `SELECT count(*) FROM conversation_messages`),
-			count(t, r.db, `SELECT count(*) FROM outbox_messages`),
-			count(t, r.db, `SELECT count(*) FROM jobs`),
+			hosttest.Count(t, r.db, `SELECT count(*) FROM conversations`),
+			hosttest.Count(t, r.db, `SELECT count(*) FROM conversation_messages`),
+			hosttest.Count(t, r.db, `SELECT count(*) FROM outbox_messages`),
+			hosttest.Count(t, r.db, `SELECT count(*) FROM jobs`),
 		}
 	}
 	before := snapshot()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp := r.do(t, tt.method, tt.path, tt.body, tt.headers...)
+			resp := r.Do(t, tt.method, tt.path, tt.body, tt.headers...)
 			require.Equal(t, tt.status, resp.Status, "%s", resp.Body)
 			assert.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
-			p := decode[problem](t, resp)
+			p := hosttest.Decode[hosttest.Problem](t, resp)
 			assert.Equal(t, tt.status, p.Status)
 			assert.Equal(t, tt.code, p.Code)
 			if tt.field != "" {
@@ -233,6 +235,6 @@ func TestBadInputWritesNothing(t *testing.T) {
 		})
 	}
 	assert.Equal(t, before, snapshot(), "rows, events and jobs unchanged")
-	got := decode[conversationBody](t, r.do(t, http.MethodGet, item, nil))
+	got := hosttest.Decode[conversationBody](t, r.Do(t, http.MethodGet, item, nil))
 	assert.Equal(t, c, got, "the conversation is unchanged")
 }

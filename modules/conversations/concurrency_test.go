@@ -8,22 +8,24 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
 func TestPatchWithStaleIfMatchIs412(t *testing.T) {
 	h := newHarness(t)
 	r := h.start(harnessOptions{})
 	c := createConversation(t, r, "Before")
-	first := r.do(t, http.MethodPatch, conversationsPath+"/"+c.ID, map[string]any{"title": "First"}, "If-Match", `"`+c.Version+`"`)
+	first := r.Do(t, http.MethodPatch, conversationsPath+"/"+c.ID, map[string]any{"title": "First"}, "If-Match", `"`+c.Version+`"`)
 	require.Equal(t, http.StatusOK, first.Status, "%s", first.Body)
 
-	stale := r.do(t, http.MethodPatch, conversationsPath+"/"+c.ID, map[string]any{"title": "Second"}, "If-Match", `"`+c.Version+`"`)
+	stale := r.Do(t, http.MethodPatch, conversationsPath+"/"+c.ID, map[string]any{"title": "Second"}, "If-Match", `"`+c.Version+`"`)
 	require.Equal(t, http.StatusPreconditionFailed, stale.Status, "%s", stale.Body)
-	assert.Equal(t, "precondition_failed", decode[problem](t, stale).Code)
+	assert.Equal(t, "precondition_failed", hosttest.Decode[hosttest.Problem](t, stale).Code)
 
-	now := decode[conversationBody](t, r.do(t, http.MethodGet, conversationsPath+"/"+c.ID, nil))
+	now := hosttest.Decode[conversationBody](t, r.Do(t, http.MethodGet, conversationsPath+"/"+c.ID, nil))
 	assert.Equal(t, "First", now.Title)
-	assert.Equal(t, decode[conversationBody](t, first).Version, now.Version)
+	assert.Equal(t, hosttest.Decode[conversationBody](t, first).Version, now.Version)
 	assert.Equal(t, int64(1), outboxCount(t, r.db, "conversation.renamed"), "the refused write published nothing")
 }
 
@@ -42,7 +44,7 @@ func TestConcurrentPatchesWithOneETag(t *testing.T) {
 		for i := range writers {
 			done.Go(func() {
 				start.Wait()
-				resp := replicas[i%2].do(t, http.MethodPatch, conversationsPath+"/"+c.ID,
+				resp := replicas[i%2].Do(t, http.MethodPatch, conversationsPath+"/"+c.ID,
 					map[string]any{"title": fmt.Sprintf("Title %d", i)}, "If-Match", `"`+c.Version+`"`)
 				statuses[i], bodies[i] = resp.Status, resp.Body
 			})
@@ -58,7 +60,7 @@ func TestConcurrentPatchesWithOneETag(t *testing.T) {
 				winner = i
 			case http.StatusConflict:
 				conflicts++
-				assert.Equal(t, "concurrency_conflict", decode[problem](t, &response{Body: bodies[i]}).Code)
+				assert.Equal(t, "concurrency_conflict", hosttest.Decode[hosttest.Problem](t, &hosttest.Response{Body: bodies[i]}).Code)
 			case http.StatusPreconditionFailed:
 				stale++
 			default:
@@ -68,8 +70,8 @@ func TestConcurrentPatchesWithOneETag(t *testing.T) {
 		require.NotEqual(t, -1, winner, "one PATCH must win")
 		t.Logf("round %d: 1 × 200, %d × 409, %d × 412", round, conflicts, stale)
 
-		won := decode[conversationBody](t, &response{Body: bodies[winner]})
-		now := decode[conversationBody](t, replicas[1].do(t, http.MethodGet, conversationsPath+"/"+c.ID, nil))
+		won := hosttest.Decode[conversationBody](t, &hosttest.Response{Body: bodies[winner]})
+		now := hosttest.Decode[conversationBody](t, replicas[1].Do(t, http.MethodGet, conversationsPath+"/"+c.ID, nil))
 		assert.Equal(t, fmt.Sprintf("Title %d", winner), now.Title, "the winner's title, whole")
 		assert.Equal(t, won.Version, now.Version, "the winner's version")
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
 type proposalBody struct {
@@ -75,24 +77,24 @@ func (w *webhookReceiver) ofType(eventType string) []webhookBody {
 
 func subscribe(t *testing.T, r *replica, url string, patterns ...string) string {
 	t.Helper()
-	resp := r.do(t, http.MethodPost, "/api/v1/webhooks/subscriptions", map[string]any{"url": url, "event_types": patterns})
+	resp := r.Do(t, http.MethodPost, "/api/v1/webhooks/subscriptions", map[string]any{"url": url, "event_types": patterns})
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
-	return decode[struct{ ID string }](t, resp).ID
+	return hosttest.Decode[struct{ ID string }](t, resp).ID
 }
 
 func postMessage(t *testing.T, r *replica, conversationID, content string) messageBody {
 	t.Helper()
-	resp := r.do(t, http.MethodPost, conversationsPath+"/"+conversationID+"/messages", map[string]any{"content": content})
+	resp := r.Do(t, http.MethodPost, conversationsPath+"/"+conversationID+"/messages", map[string]any{"content": content})
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
-	return decode[messageBody](t, resp)
+	return hosttest.Decode[messageBody](t, resp)
 }
 
 // waitForReply waits for the assistant's answer to a user message and returns the conversation's messages.
 func waitForReply(t *testing.T, r *replica, conversationID string, wantMessages int) []messageBody {
 	t.Helper()
 	var msgs list[messageBody]
-	eventually(t, flowTimeout, func() bool {
-		msgs = decode[list[messageBody]](t, r.do(t, http.MethodGet, conversationsPath+"/"+conversationID+"/messages", nil))
+	hosttest.Eventually(t, flowTimeout, func() bool {
+		msgs = hosttest.Decode[list[messageBody]](t, r.Do(t, http.MethodGet, conversationsPath+"/"+conversationID+"/messages", nil))
 		return len(msgs.Items) >= wantMessages
 	}, "%d messages in conversation %s", wantMessages, conversationID)
 	return msgs.Items
@@ -102,8 +104,8 @@ func waitForReply(t *testing.T, r *replica, conversationID string, wantMessages 
 func waitForProposals(t *testing.T, r *replica, conversationID string, n int) []proposalBody {
 	t.Helper()
 	var page list[proposalBody]
-	eventually(t, flowTimeout, func() bool {
-		page = decode[list[proposalBody]](t, r.do(t, http.MethodGet, proposalsPath+"?conversation_id="+conversationID, nil))
+	hosttest.Eventually(t, flowTimeout, func() bool {
+		page = hosttest.Decode[list[proposalBody]](t, r.Do(t, http.MethodGet, proposalsPath+"?conversation_id="+conversationID, nil))
 		return len(page.Items) >= n
 	}, "%d proposals for conversation %s", n, conversationID)
 	return page.Items
@@ -112,8 +114,8 @@ func waitForProposals(t *testing.T, r *replica, conversationID string, n int) []
 func waitForProposalStatus(t *testing.T, r *replica, id, status string) proposalBody {
 	t.Helper()
 	var p proposalBody
-	eventually(t, flowTimeout, func() bool {
-		p = decode[proposalBody](t, r.do(t, http.MethodGet, proposalsPath+"/"+id, nil))
+	hosttest.Eventually(t, flowTimeout, func() bool {
+		p = hosttest.Decode[proposalBody](t, r.Do(t, http.MethodGet, proposalsPath+"/"+id, nil))
 		return p.Status == status
 	}, "proposal %s %s (last: %s %s)", id, status, p.Status, p.Error)
 	return p
@@ -144,17 +146,17 @@ func TestRenameEndToEnd(t *testing.T) {
 	assert.NotEmpty(t, p.Rationale)
 	assert.Nil(t, p.DecidedAt)
 
-	accepted := r.do(t, http.MethodPost, proposalsPath+"/"+p.ID+"/accept", nil)
+	accepted := r.Do(t, http.MethodPost, proposalsPath+"/"+p.ID+"/accept", nil)
 	require.Equal(t, http.StatusOK, accepted.Status, "%s", accepted.Body)
-	ap := decode[proposalBody](t, accepted)
+	ap := hosttest.Decode[proposalBody](t, accepted)
 	assert.Contains(t, []string{"accepted", "applied"}, ap.Status)
 	assert.NotNil(t, ap.DecidedAt)
 
 	waitForProposalStatus(t, r, p.ID, "applied")
-	now := decode[conversationBody](t, r.do(t, http.MethodGet, conversationsPath+"/"+c.ID, nil))
+	now := hosttest.Decode[conversationBody](t, r.Do(t, http.MethodGet, conversationsPath+"/"+c.ID, nil))
 	assert.Equal(t, "Launch plan", now.Title)
 
-	eventually(t, flowTimeout, func() bool { return len(receiver.ofType("conversation.renamed")) > 0 }, "conversation.renamed webhook")
+	hosttest.Eventually(t, flowTimeout, func() bool { return len(receiver.ofType("conversation.renamed")) > 0 }, "conversation.renamed webhook")
 	var renamed struct {
 		ConversationID string `json:"conversation_id"`
 		Title          string `json:"title"`
@@ -166,13 +168,13 @@ func TestRenameEndToEnd(t *testing.T) {
 	assert.Equal(t, "Untitled", renamed.PreviousTitle)
 	for typ, n := range map[string]int{"conversation.created": 1, "conversation.message.created": 2,
 		"proposal.created": 1, "proposal.accepted": 1, "proposal.applied": 1} {
-		eventually(t, flowTimeout, func() bool { return len(receiver.ofType(typ)) == n }, "%d %s webhook(s)", n, typ)
+		hosttest.Eventually(t, flowTimeout, func() bool { return len(receiver.ofType(typ)) == n }, "%d %s webhook(s)", n, typ)
 	}
 
-	again := r.do(t, http.MethodPost, proposalsPath+"/"+p.ID+"/reject", map[string]any{"reason": "too late"})
+	again := r.Do(t, http.MethodPost, proposalsPath+"/"+p.ID+"/reject", map[string]any{"reason": "too late"})
 	require.Equal(t, http.StatusConflict, again.Status, "%s", again.Body)
-	assert.Equal(t, "proposal_already_decided", decode[problem](t, again).Code)
-	assert.Len(t, h.events.ofType("conversation.renamed"), 1, "applied once")
+	assert.Equal(t, "proposal_already_decided", hosttest.Decode[hosttest.Problem](t, again).Code)
+	assert.Len(t, h.events.OfType("conversation.renamed"), 1, "applied once")
 }
 
 // TestSubscribeEndToEnd: "/subscribe <url> proposal.*" → accept → the subscription exists and
@@ -189,15 +191,15 @@ func TestSubscribeEndToEnd(t *testing.T) {
 	require.Equal(t, "create_webhook_subscription", p.Action.Type)
 	assert.JSONEq(t, `{"url":"`+receiver.URL+`/hook","event_types":["proposal.*"]}`, string(p.Action.Params))
 
-	accepted := r.do(t, http.MethodPost, proposalsPath+"/"+p.ID+"/accept", "{}")
+	accepted := r.Do(t, http.MethodPost, proposalsPath+"/"+p.ID+"/accept", "{}")
 	require.Equal(t, http.StatusOK, accepted.Status, "%s", accepted.Body)
 	waitForProposalStatus(t, r, p.ID, "applied")
 
-	subs := decode[list[struct {
+	subs := hosttest.Decode[list[struct {
 		ID         string   `json:"id"`
 		URL        string   `json:"url"`
 		EventTypes []string `json:"event_types"`
-	}]](t, r.do(t, http.MethodGet, "/api/v1/webhooks/subscriptions", nil))
+	}]](t, r.Do(t, http.MethodGet, "/api/v1/webhooks/subscriptions", nil))
 	require.Len(t, subs.Items, 1)
 	assert.Equal(t, receiver.URL+"/hook", subs.Items[0].URL)
 	assert.Equal(t, []string{"proposal.*"}, subs.Items[0].EventTypes)
@@ -207,7 +209,7 @@ func TestSubscribeEndToEnd(t *testing.T) {
 	props = waitForProposals(t, r, c.ID, 2)
 	later := props[0] // newest first
 	require.Equal(t, "rename_conversation", later.Action.Type)
-	eventually(t, flowTimeout, func() bool {
+	hosttest.Eventually(t, flowTimeout, func() bool {
 		for _, b := range receiver.ofType("proposal.created") {
 			var d struct {
 				ProposalID string `json:"proposal_id"`
@@ -218,10 +220,10 @@ func TestSubscribeEndToEnd(t *testing.T) {
 		}
 		return false
 	}, "proposal.created of the later proposal delivered")
-	rejected := r.do(t, http.MethodPost, proposalsPath+"/"+later.ID+"/reject", map[string]any{"reason": "keep the name"})
+	rejected := r.Do(t, http.MethodPost, proposalsPath+"/"+later.ID+"/reject", map[string]any{"reason": "keep the name"})
 	require.Equal(t, http.StatusOK, rejected.Status, "%s", rejected.Body)
-	assert.Equal(t, "rejected", decode[proposalBody](t, rejected).Status)
-	eventually(t, flowTimeout, func() bool { return len(receiver.ofType("proposal.rejected")) == 1 }, "proposal.rejected delivered")
+	assert.Equal(t, "rejected", hosttest.Decode[proposalBody](t, rejected).Status)
+	hosttest.Eventually(t, flowTimeout, func() bool { return len(receiver.ofType("proposal.rejected")) == 1 }, "proposal.rejected delivered")
 	assert.Empty(t, receiver.ofType("conversation.renamed"), "the subscription only asked for proposal.*")
 }
 
@@ -240,9 +242,9 @@ func TestEveryMessageGetsOneReply(t *testing.T) {
 	}
 	// Replies may interleave with later questions, but each question is answered once.
 	assert.ElementsMatch(t, []string{"user", "user", "user", "assistant", "assistant", "assistant"}, roles)
-	assert.Equal(t, int64(3), count(t, r.db, `SELECT count(DISTINCT source_message_id) FROM conversation_messages WHERE role = 'assistant'`))
-	eventually(t, flowTimeout, func() bool { return len(h.events.ofType("assistant.reply_created")) == 3 }, "three replies published")
-	assert.Empty(t, decode[list[proposalBody]](t, r.do(t, http.MethodGet, proposalsPath, nil)).Items, "no action, no proposal")
+	assert.Equal(t, int64(3), hosttest.Count(t, r.db, `SELECT count(DISTINCT source_message_id) FROM conversation_messages WHERE role = 'assistant'`))
+	hosttest.Eventually(t, flowTimeout, func() bool { return len(h.events.OfType("assistant.reply_created")) == 3 }, "three replies published")
+	assert.Empty(t, hosttest.Decode[list[proposalBody]](t, r.Do(t, http.MethodGet, proposalsPath, nil)).Items, "no action, no proposal")
 }
 
 // TestProposalsThatCannotBeApplied end failed with the owner's reason: a rename of a deleted
@@ -254,9 +256,9 @@ func TestProposalsThatCannotBeApplied(t *testing.T) {
 	gone := createConversation(t, r, "Soon gone")
 	postMessage(t, r, gone.ID, "/rename Never")
 	rename := waitForProposals(t, r, gone.ID, 1)[0]
-	current := decode[conversationBody](t, r.do(t, http.MethodGet, conversationsPath+"/"+gone.ID, nil))
-	require.Equal(t, http.StatusNoContent, r.do(t, http.MethodDelete, conversationsPath+"/"+gone.ID, nil, "If-Match", `"`+current.Version+`"`).Status)
-	require.Equal(t, http.StatusOK, r.do(t, http.MethodPost, proposalsPath+"/"+rename.ID+"/accept", nil).Status)
+	current := hosttest.Decode[conversationBody](t, r.Do(t, http.MethodGet, conversationsPath+"/"+gone.ID, nil))
+	require.Equal(t, http.StatusNoContent, r.Do(t, http.MethodDelete, conversationsPath+"/"+gone.ID, nil, "If-Match", `"`+current.Version+`"`).Status)
+	require.Equal(t, http.StatusOK, r.Do(t, http.MethodPost, proposalsPath+"/"+rename.ID+"/accept", nil).Status)
 	failed := waitForProposalStatus(t, r, rename.ID, "failed")
 	assert.Contains(t, failed.Error, "not found")
 
@@ -264,11 +266,11 @@ func TestProposalsThatCannotBeApplied(t *testing.T) {
 	postMessage(t, r, c.ID, "/subscribe http://127.0.0.1:9/hook proposal..created")
 	sub := waitForProposals(t, r, c.ID, 1)[0]
 	require.Equal(t, "create_webhook_subscription", sub.Action.Type)
-	require.Equal(t, http.StatusOK, r.do(t, http.MethodPost, proposalsPath+"/"+sub.ID+"/accept", nil).Status)
+	require.Equal(t, http.StatusOK, r.Do(t, http.MethodPost, proposalsPath+"/"+sub.ID+"/accept", nil).Status)
 	failed = waitForProposalStatus(t, r, sub.ID, "failed")
 	assert.Contains(t, failed.Error, "event_types")
-	assert.Empty(t, decode[list[struct{ ID string }]](t, r.do(t, http.MethodGet, "/api/v1/webhooks/subscriptions", nil)).Items)
-	assert.Empty(t, h.events.ofType("proposal.applied"))
+	assert.Empty(t, hosttest.Decode[list[struct{ ID string }]](t, r.Do(t, http.MethodGet, "/api/v1/webhooks/subscriptions", nil)).Items)
+	assert.Empty(t, h.events.OfType("proposal.applied"))
 }
 
 // TestConcurrentMessagesTouchTheConversation: messages posted at once through two replicas all land,
@@ -282,11 +284,11 @@ func TestConcurrentMessagesTouchTheConversation(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range writers {
 		wg.Go(func() {
-			resp := replicas[i%2].do(t, http.MethodPost, conversationsPath+"/"+c.ID+"/messages", map[string]any{"content": "hi"})
+			resp := replicas[i%2].Do(t, http.MethodPost, conversationsPath+"/"+c.ID+"/messages", map[string]any{"content": "hi"})
 			statuses[i] = resp.Status
 			if resp.Status != http.StatusCreated {
 				assert.Equal(t, http.StatusConflict, resp.Status, "%s", resp.Body)
-				assert.Equal(t, "concurrency_conflict", decode[problem](t, resp).Code)
+				assert.Equal(t, "concurrency_conflict", hosttest.Decode[hosttest.Problem](t, resp).Code)
 			}
 		})
 	}
@@ -299,10 +301,10 @@ func TestConcurrentMessagesTouchTheConversation(t *testing.T) {
 	}
 	require.Equal(t, int64(writers), created, "posts queue on the conversation's row instead of failing")
 	db := replicas[0].db
-	assert.Equal(t, created, count(t, db, `SELECT count(*) FROM conversation_messages`))
-	assert.Equal(t, created, count(t, db, `SELECT count(*) FROM jobs WHERE kind = 'conversations.assistant_reply'`))
+	assert.Equal(t, created, hosttest.Count(t, db, `SELECT count(*) FROM conversation_messages`))
+	assert.Equal(t, created, hosttest.Count(t, db, `SELECT count(*) FROM jobs WHERE kind = 'conversations.assistant_reply'`))
 	assert.Equal(t, created, outboxCount(t, db, "conversation.message.created"))
-	now := decode[conversationBody](t, replicas[1].do(t, http.MethodGet, conversationsPath+"/"+c.ID, nil))
+	now := hosttest.Decode[conversationBody](t, replicas[1].Do(t, http.MethodGet, conversationsPath+"/"+c.ID, nil))
 	var last time.Time
 	require.NoError(t, db.Gorm().Raw(`SELECT max(created_at) FROM conversation_messages`).Scan(&last).Error)
 	assert.True(t, now.UpdatedAt.Equal(last), "updated_at is the last message's time")

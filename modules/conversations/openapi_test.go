@@ -9,6 +9,7 @@ import (
 	"github.com/keelson/keelson/modules/conversations"
 	"github.com/keelson/keelson/modules/proposals"
 	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/module"
 )
@@ -16,13 +17,13 @@ import (
 // TestOpenAPICoversRoutes: the fragments of conversations and proposals document exactly the routes they mount.
 func TestOpenAPICoversRoutes(t *testing.T) {
 	registry := module.NewRegistry(module.Deps{DB: &database.DB{}, Events: mustPublisher(t, &database.DB{}), Jobs: mustClient(t, &database.DB{}),
-		Logger: testLogger(), Metrics: prometheus.NewRegistry()})
+		Logger: hosttest.Logger(), Metrics: prometheus.NewRegistry()})
 	conv, err := conversations.New(conversations.Config{})
 	require.NoError(t, err)
 	for _, m := range []module.Module{conv, proposals.New()} {
 		require.NoError(t, m.Register(registry.For(m)))
 	}
-	engine, api, err := httpapi.NewEngine(httpapi.Options{Logger: testLogger(), Metrics: prometheus.NewRegistry(), OpenAPI: registry.OpenAPIFragments()})
+	engine, api, err := httpapi.NewEngine(httpapi.Options{Logger: hosttest.Logger(), Metrics: prometheus.NewRegistry(), OpenAPI: registry.OpenAPIFragments()})
 	require.NoError(t, err)
 	for _, rs := range registry.RouteSets() {
 		rs.Mount(api)

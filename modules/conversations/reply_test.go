@@ -19,6 +19,7 @@ import (
 	"github.com/keelson/keelson/modules/conversations"
 	"github.com/keelson/keelson/modules/conversations/assistant"
 	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/module"
 	"github.com/keelson/keelson/platform/outbox"
@@ -101,9 +102,9 @@ func TestModelToolCallBecomesProposal(t *testing.T) {
 	assert.JSONEq(t, `{"title":"Named by the model"}`, string(p.Action.Params))
 	assert.Contains(t, p.Rationale, "rename_conversation")
 
-	require.Equal(t, http.StatusOK, r.do(t, http.MethodPost, proposalsPath+"/"+p.ID+"/accept", nil).Status)
+	require.Equal(t, http.StatusOK, r.Do(t, http.MethodPost, proposalsPath+"/"+p.ID+"/accept", nil).Status)
 	waitForProposalStatus(t, r, p.ID, "applied")
-	assert.Equal(t, "Named by the model", decode[conversationBody](t, r.do(t, http.MethodGet, conversationsPath+"/"+c.ID, nil)).Title)
+	assert.Equal(t, "Named by the model", hosttest.Decode[conversationBody](t, r.Do(t, http.MethodGet, conversationsPath+"/"+c.ID, nil)).Title)
 }
 
 // TestModelFailureRetriesTheJob: a 500 or a timeout of the model fails the reply job, which is
@@ -128,7 +129,7 @@ func TestModelFailureRetriesTheJob(t *testing.T) {
 			assert.Less(t, time.Since(started), 5*time.Second, "the request does not wait for the model")
 
 			var lastError string
-			eventually(t, flowTimeout, func() bool {
+			hosttest.Eventually(t, flowTimeout, func() bool {
 				var row struct {
 					Attempt   int
 					Status    string
@@ -142,15 +143,15 @@ func TestModelFailureRetriesTheJob(t *testing.T) {
 			}, "the reply job failed twice and waits for a retry")
 			assert.Contains(t, lastError, tc.lastError)
 			assert.GreaterOrEqual(t, model.requests.Load(), int32(2))
-			assert.Equal(t, int64(0), count(t, r.db, `SELECT count(*) FROM conversation_messages WHERE role = 'assistant'`))
+			assert.Equal(t, int64(0), hosttest.Count(t, r.db, `SELECT count(*) FROM conversation_messages WHERE role = 'assistant'`))
 
 			model.mode.Store(modelAnswers)
 			msgs := waitForReply(t, r, c.ID, 2)
 			assert.Equal(t, "assistant", msgs[1].Role)
-			eventually(t, flowTimeout, func() bool {
-				return count(t, r.db, `SELECT count(*) FROM jobs WHERE payload->>'message_id' = ? AND status = 'completed'`, m.ID) == 1
+			hosttest.Eventually(t, flowTimeout, func() bool {
+				return hosttest.Count(t, r.db, `SELECT count(*) FROM jobs WHERE payload->>'message_id' = ? AND status = 'completed'`, m.ID) == 1
 			}, "the job completed")
-			assert.Equal(t, int64(1), count(t, r.db, `SELECT count(*) FROM conversation_messages WHERE role = 'assistant'`))
+			assert.Equal(t, int64(1), hosttest.Count(t, r.db, `SELECT count(*) FROM conversation_messages WHERE role = 'assistant'`))
 		})
 	}
 }
@@ -196,10 +197,10 @@ func TestReplyWorkerKilledMidRun(t *testing.T) {
 
 	h.start(harnessOptions{background: true, conversations: model.config(5 * time.Second)})
 	waitForReply(t, r, c.ID, 2)
-	eventually(t, flowTimeout, func() bool {
-		return count(t, r.db, `SELECT count(*) FROM jobs WHERE payload->>'message_id' = ? AND status = 'completed'`, m.ID) == 1
+	hosttest.Eventually(t, flowTimeout, func() bool {
+		return hosttest.Count(t, r.db, `SELECT count(*) FROM jobs WHERE payload->>'message_id' = ? AND status = 'completed'`, m.ID) == 1
 	}, "the job completed elsewhere")
-	assert.Equal(t, int64(1), count(t, r.db, `SELECT count(*) FROM conversation_messages WHERE role = 'assistant' AND source_message_id = ?`, m.ID))
+	assert.Equal(t, int64(1), hosttest.Count(t, r.db, `SELECT count(*) FROM conversation_messages WHERE role = 'assistant' AND source_message_id = ?`, m.ID))
 	assert.Equal(t, int32(2), model.requests.Load(), "the killed attempt and the one that answered")
 	var attempt int
 	require.NoError(t, r.db.Gorm().Raw(`SELECT attempt FROM jobs WHERE payload->>'message_id' = ?`, m.ID).Scan(&attempt).Error)
@@ -220,7 +221,7 @@ func TestReplyWorkerChild(t *testing.T) {
 	require.NoError(t, err)
 	client, err := jobs.NewClient(db)
 	require.NoError(t, err)
-	logger := testLogger()
+	logger := hosttest.Logger()
 	registry := module.NewRegistry(module.Deps{DB: db, Events: pub, Jobs: client, Logger: logger, Metrics: prometheus.NewRegistry(), InstanceID: "reply-child"})
 	m, err := conversations.New(conversations.Config{OpenAI: assistant.OpenAIConfig{
 		BaseURL: os.Getenv(childModelEnv) + "/v1", Model: "fake-model", APIKey: "sk-fake", Timeout: time.Minute,
@@ -241,7 +242,7 @@ func TestReplyJobRunTwiceRepliesOnce(t *testing.T) {
 	c := createConversation(t, r, "Twice")
 	m := postMessage(t, r, c.ID, "/rename Once")
 	var kind jobs.Kind
-	registry := module.NewRegistry(module.Deps{DB: r.db, Events: mustPublisher(t, r.db), Jobs: mustClient(t, r.db), Logger: testLogger(), Metrics: prometheus.NewRegistry()})
+	registry := module.NewRegistry(module.Deps{DB: r.db, Events: mustPublisher(t, r.db), Jobs: mustClient(t, r.db), Logger: hosttest.Logger(), Metrics: prometheus.NewRegistry()})
 	mod, err := conversations.New(conversations.Config{})
 	require.NoError(t, err)
 	require.NoError(t, mod.Register(registry.For(mod)))
@@ -260,7 +261,7 @@ func TestReplyJobRunTwiceRepliesOnce(t *testing.T) {
 	}
 	wg.Wait()
 	require.NoError(t, kind.Handle(context.Background(), jobs.Job{Kind: kind.Name, Payload: payload, Attempt: 2, MaxAttempts: 5}))
-	assert.Equal(t, int64(1), count(t, r.db, `SELECT count(*) FROM conversation_messages WHERE source_message_id = ?`, m.ID))
+	assert.Equal(t, int64(1), hosttest.Count(t, r.db, `SELECT count(*) FROM conversation_messages WHERE source_message_id = ?`, m.ID))
 	assert.Equal(t, int64(1), outboxCount(t, r.db, "assistant.reply_created"))
 	assert.Equal(t, int64(2), outboxCount(t, r.db, "conversation.message.created"), "the question and one answer")
 }

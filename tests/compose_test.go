@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -33,6 +34,7 @@ type composeService struct {
 	Healthcheck *composeHealthcheck         `yaml:"healthcheck"`
 	Volumes     []string                    `yaml:"volumes"`
 	Restart     string                      `yaml:"restart"`
+	StopGrace   string                      `yaml:"stop_grace_period"`
 }
 
 type composeBuild struct {
@@ -157,6 +159,9 @@ func TestComposeServicesAndDependencies(t *testing.T) {
 			if got := s.DependsOn[dep].Condition; got != cond {
 				t.Errorf("%s depends on %s with condition %q, want %q", name, dep, got, cond)
 			}
+		}
+		if grace, err := time.ParseDuration(s.StopGrace); err != nil || grace < 30*time.Second {
+			t.Errorf("%s stop_grace_period %q: a graceful stop takes up to 30 s, Docker kills after 10 s by default", name, s.StopGrace)
 		}
 		if !slices.Equal(s.Command, []string{"serve"}) {
 			t.Errorf("%s command %v, want [serve]", name, s.Command)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
-	"github.com/ThreeDotsLabs/watermill/components/forwarder"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -177,7 +176,7 @@ func (b *Bus) declareUntilDone(ctx context.Context) error {
 	}
 }
 
-func (b *Bus) waitRunning(ctx context.Context, fwds []*forwarder.Forwarder, router *message.Router) {
+func (b *Bus) waitRunning(ctx context.Context, fwds []outboxForwarder, router *message.Router) {
 	for _, f := range fwds {
 		select {
 		case <-f.Running():

@@ -31,7 +31,7 @@ func (b gatedBeginner) BeginTx(ctx context.Context, opts *sql.TxOptions) (wmsql.
 	if err != nil {
 		return nil, err
 	}
-	return &gatedTx{Tx: tx, timeout: b.timeout}, nil
+	return &gatedTx{Tx: tx, timeout: b.timeout, done: make(chan struct{})}, nil
 }
 
 type pendingConfirm struct {
@@ -43,9 +43,19 @@ type pendingConfirm struct {
 type gatedTx struct {
 	wmsql.Tx
 	timeout time.Duration
+	done    chan struct{} // closed once the transaction has ended, either way
+	end     sync.Once
 
 	mu      sync.Mutex
 	pending []pendingConfirm
+}
+
+func (t *gatedTx) ended() { t.end.Do(func() { close(t.done) }) }
+
+// Rollback ends the transaction; the rows it read will be forwarded again.
+func (t *gatedTx) Rollback() error {
+	defer t.ended()
+	return t.Tx.Rollback()
 }
 
 // await registers a published message whose confirm must arrive before Commit.
@@ -57,6 +67,7 @@ func (t *gatedTx) await(p pendingConfirm) {
 
 // Commit commits only once every message forwarded in this transaction is confirmed.
 func (t *gatedTx) Commit() error {
+	defer t.ended()
 	t.mu.Lock()
 	pending := t.pending
 	t.pending = nil

@@ -12,19 +12,20 @@ import (
 // forward in progress. watermill-sql's subscriber, when closed while a message it handed out is
 // acked at the same moment, picks either outcome at random; on "closed" the row is kept and
 // forwarded again by the next replica. Here Close first lets the in-flight forward settle, then
-// nacks whatever comes next for a short window so the subscriber records the ack, and only then
-// closes it.
+// waits until the subscriber has moved on: the transaction of the last forward has ended (its
+// rows are deleted) or the next message is offered (nacked, so the acked ones are deleted when
+// the subscriber closes). Only then is the subscriber closed.
 type drainingSubscriber struct {
-	inner  message.Subscriber
-	window time.Duration
+	inner   message.Subscriber
+	timeout time.Duration
 
 	closing   chan struct{}
 	closeOnce sync.Once
 	pumps     sync.WaitGroup
 }
 
-func newDrainingSubscriber(inner message.Subscriber, window time.Duration) *drainingSubscriber {
-	return &drainingSubscriber{inner: inner, window: window, closing: make(chan struct{})}
+func newDrainingSubscriber(inner message.Subscriber, timeout time.Duration) *drainingSubscriber {
+	return &drainingSubscriber{inner: inner, timeout: timeout, closing: make(chan struct{})}
 }
 
 func (s *drainingSubscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
@@ -43,15 +44,17 @@ func (s *drainingSubscriber) Subscribe(ctx context.Context, topic string) (<-cha
 func (s *drainingSubscriber) pump(in <-chan *message.Message, out chan<- *message.Message) {
 	defer s.pumps.Done()
 	defer close(out)
+	var last *gatedTx // transaction of the last message handed out
 	for {
 		select {
 		case <-s.closing:
-			s.drain(in)
+			s.drain(in, last)
 			return
 		case msg, ok := <-in:
 			if !ok {
 				return
 			}
+			last, _ = gateOf(msg)
 			select {
 			case out <- msg:
 				// The inner subscriber waits for this settlement anyway; waiting here makes Close
@@ -62,27 +65,25 @@ func (s *drainingSubscriber) pump(in <-chan *message.Message, out chan<- *messag
 				}
 			case <-s.closing:
 				msg.Nack()
-				s.drain(in)
 				return
 			}
 		}
 	}
 }
 
-// drain nacks what the inner subscriber offers during the window: receiving anything proves it
-// has recorded the previous ack.
-func (s *drainingSubscriber) drain(in <-chan *message.Message) {
-	deadline := time.After(s.window)
-	for {
-		select {
-		case msg, ok := <-in:
-			if !ok {
-				return
-			}
+// drain waits until the inner subscriber has recorded the last ack: the last forward's
+// transaction has ended, or it offers the next message (nacked).
+func (s *drainingSubscriber) drain(in <-chan *message.Message, last *gatedTx) {
+	if last == nil {
+		return
+	}
+	select {
+	case <-last.done:
+	case msg, ok := <-in:
+		if ok {
 			msg.Nack()
-		case <-deadline:
-			return
 		}
+	case <-time.After(s.timeout):
 	}
 }
 

@@ -2,6 +2,7 @@ package messaging
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,11 +14,23 @@ import (
 	"github.com/keelson/keelson/platform/database"
 )
 
+// outboxForwarder is one watermill forwarder and its outbox subscriber. Closing the forwarder
+// does not wait for the subscriber, whose last transaction must end before the publisher closes.
+type outboxForwarder struct {
+	*forwarder.Forwarder
+	sub *drainingSubscriber
+}
+
+// Close stops the forwarder and returns once its outbox transaction has ended.
+func (f outboxForwarder) Close() error {
+	return errors.Join(f.Forwarder.Close(), f.sub.Close())
+}
+
 // newForwarders builds cfg.Forwarders watermill forwarders over the outbox, publishing to RabbitMQ
 // through out. They take disjoint rows (SKIP LOCKED), so they forward in parallel.
-func newForwarders(cfg Config, db *database.DB, out message.Publisher, logger watermill.LoggerAdapter) ([]*forwarder.Forwarder, error) {
+func newForwarders(cfg Config, db *database.DB, out message.Publisher, logger watermill.LoggerAdapter) ([]outboxForwarder, error) {
 	ackDeadline := 30 * time.Second
-	fwds := make([]*forwarder.Forwarder, 0, cfg.Forwarders)
+	fwds := make([]outboxForwarder, 0, cfg.Forwarders)
 	for range cfg.Forwarders {
 		beginner := gatedBeginner{Beginner: wmsql.BeginnerFromStdSQL(db.SQL()), timeout: cfg.PublishTimeout}
 		sub, err := wmsql.NewSubscriber(beginner, wmsql.SubscriberConfig{
@@ -32,7 +45,8 @@ func newForwarders(cfg Config, db *database.DB, out message.Publisher, logger wa
 		if err != nil {
 			return nil, fmt.Errorf("outbox subscriber: %w", err)
 		}
-		fwd, err := forwarder.NewForwarder(newDrainingSubscriber(sub, 100*time.Millisecond), out, logger, forwarder.Config{
+		drained := newDrainingSubscriber(sub, cfg.PublishTimeout+time.Second)
+		fwd, err := forwarder.NewForwarder(drained, out, logger, forwarder.Config{
 			ForwarderTopic: OutboxTopic,
 			CloseTimeout:   cfg.ShutdownTimeout,
 			// Never ack what cannot be unwrapped: such a row stays and shows in the backlog gauge.
@@ -41,7 +55,7 @@ func newForwarders(cfg Config, db *database.DB, out message.Publisher, logger wa
 		if err != nil {
 			return nil, fmt.Errorf("forwarder: %w", err)
 		}
-		fwds = append(fwds, fwd)
+		fwds = append(fwds, outboxForwarder{Forwarder: fwd, sub: drained})
 	}
 	return fwds, nil
 }

@@ -3,7 +3,6 @@ package webhooks
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -68,7 +67,7 @@ func (s *Service) handleDeliveryRequested(ctx context.Context, e messaging.Event
 	return s.recordOutcome(ctx, d, res)
 }
 
-// recordOutcome stores the attempt and the delivery's new state in one unit of work.
+// recordOutcome stores the attempt and the delivery's new state atomically, with the xmin check.
 func (s *Service) recordOutcome(ctx context.Context, d *Delivery, res sendResult) error {
 	attemptID, err := uuid.NewV7()
 	if err != nil {
@@ -83,30 +82,27 @@ func (s *Service) recordOutcome(ctx context.Context, d *Delivery, res sendResult
 		code := res.StatusCode
 		attempt.StatusCode = &code
 	}
-	outcome := "succeeded"
-	err = s.db.WithTx(ctx, func(ctx context.Context) error {
-		if err := s.store.insertAttempt(ctx, attempt); err != nil {
-			return fmt.Errorf("store attempt: %w", err)
-		}
-		now := s.now()
-		final := false
-		if res.Succeeded() {
-			d.MarkSucceeded(now, res.StatusCode)
-		} else {
-			final = d.MarkFailed(now, res.StatusCode, res.ErrorClass+": "+res.Error, s.cfg.RetrySchedule, s.jitter)
-			outcome = "retrying"
-			if final {
-				outcome = "failed"
-			}
-		}
-		if err := s.store.saveDelivery(ctx, d); err != nil {
-			return err
-		}
+	outcome, final := "succeeded", false
+	if res.Succeeded() {
+		d.MarkSucceeded(s.now(), res.StatusCode)
+	} else {
+		final = d.MarkFailed(s.now(), res.StatusCode, res.ErrorClass+": "+res.Error, s.cfg.RetrySchedule, s.jitter)
+		outcome = "retrying"
 		if final {
-			return s.publishFailed(ctx, d)
+			outcome = "failed"
 		}
-		return nil
-	})
+	}
+	if final {
+		// The last failure also announces itself: outcome and event commit together.
+		err = s.db.WithTx(ctx, func(ctx context.Context) error {
+			if err := s.store.recordOutcome(ctx, d, attempt); err != nil {
+				return err
+			}
+			return s.publishFailed(ctx, d)
+		})
+	} else {
+		err = s.store.recordOutcome(ctx, d, attempt)
+	}
 	if errors.Is(err, concurrency.ErrConflict) {
 		s.log.Info("delivery changed while it was being sent (redelivered): outcome dropped",
 			"delivery_id", d.ID, "attempt", attempt.Number)

@@ -261,3 +261,40 @@ func Test_a_stale_delivery_request_sends_nothing(t *testing.T) {
 	require.Equal(t, d.Version, after.Version, "the delivery was not written")
 	require.Len(t, attempts, 1)
 }
+
+func Test_an_outcome_lost_to_a_redelivery_during_the_send_is_dropped_and_the_redelivery_counts(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{bus: true})
+	inFlight := make(chan struct{})
+	release := make(chan struct{})
+	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n == 1 {
+			close(inFlight)
+			<-release
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	h.subscribe(rc.URL, "*")
+	eventID := h.publish("redelivered.midway", map[string]any{})
+	select {
+	case <-inFlight:
+	case <-time.After(20 * time.Second):
+		t.Fatal("first attempt never started")
+	}
+	d, _ := deliveryOf(t, h, eventID)
+	r := h.call(http.MethodPost, "/deliveries/"+d.ID.String()+"/redeliver", nil)
+	require.Equal(t, http.StatusAccepted, r.status, string(r.body))
+	close(release)
+
+	eventually(t, 20*time.Second, func() bool {
+		return h.metricValue("keelson_webhooks_delivery_outcomes_total", "outcome", "dropped") == 1 &&
+			h.metricValue("keelson_webhooks_delivery_outcomes_total", "outcome", "succeeded") == 1
+	}, "first outcome dropped, redelivery succeeded")
+	d, attempts := deliveryOf(t, h, eventID)
+	require.Equal(t, StatusSucceeded, d.Status)
+	require.Len(t, attempts, 1, "only the redelivery's attempt is recorded")
+	require.Equal(t, TriggerRedeliver, attempts[0].Trigger)
+	require.Equal(t, 200, *attempts[0].StatusCode)
+	require.Equal(t, 2, rc.count())
+}

@@ -68,9 +68,9 @@ func (b *Bus) Ready() <-chan struct{} { return b.ready }
 func (b *Bus) Ping(ctx context.Context) error { return b.pubBroker.ping(ctx) }
 
 // Run declares the topology (retrying until RabbitMQ answers), then forwards and consumes until ctx
-// is done, then stops gracefully: forwarders first, then consumers (in-flight handlers get
-// Config.ShutdownTimeout, after which their messages return to the queue), then the connections.
-// Run may be called once.
+// is done, then stops gracefully: forwarders and consumers in parallel (a forward in flight
+// completes; in-flight handlers get Config.ShutdownTimeout, after which their messages return to
+// the queue), then the publishers and connections. Run may be called once.
 func (b *Bus) Run(ctx context.Context) error {
 	err := errors.New("messaging: Run called twice")
 	b.runOnce.Do(func() { err = b.run(ctx) })

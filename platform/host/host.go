@@ -84,7 +84,8 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 	}
 	jobsCfg := opts.Jobs
 	jobsCfg.InstanceID = opts.InstanceID
-	runner, err := jobs.NewRunner(opts.DB, jobsCfg, registry.JobKinds(), registry.Schedules(), opts.Logger, metrics)
+	schedules := append(registry.Schedules(), pruneInbox(opts.DB))
+	runner, err := jobs.NewRunner(opts.DB, jobsCfg, registry.JobKinds(), schedules, opts.Logger, metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -143,4 +144,15 @@ func (r *Replica) Run(ctx context.Context, listener net.Listener) error {
 		return nil
 	}
 	return err
+}
+
+// inboxRetention must exceed how long a message can be redelivered after it was first handled.
+const inboxRetention = 7 * 24 * time.Hour
+
+// pruneInbox keeps the inbox from growing without bound; it runs on one replica at a time.
+func pruneInbox(db *database.DB) jobs.Schedule {
+	return jobs.Schedule{Name: "messaging.prune_inbox", Interval: time.Hour, Run: func(ctx context.Context) error {
+		_, err := messaging.PruneInbox(ctx, db, inboxRetention)
+		return err
+	}}
 }

@@ -132,11 +132,14 @@ func (r *Replica) Run(ctx context.Context, listener net.Listener) error {
 		<-gctx.Done()
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(gctx), r.opts.ShutdownTimeout)
 		defer cancel()
-		return srv.Shutdown(shutdownCtx)
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			return fmt.Errorf("http shutdown: %w", err)
+		}
+		return nil
 	})
 	if r.opts.Background {
-		g.Go(func() error { return r.bus.Run(gctx) })
-		g.Go(func() error { return r.runner.Run(gctx) })
+		g.Go(func() error { return named("messaging", r.bus.Run(gctx)) })
+		g.Go(func() error { return named("jobs", r.runner.Run(gctx)) })
 	}
 	err := g.Wait()
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
@@ -144,6 +147,13 @@ func (r *Replica) Run(ctx context.Context, listener net.Listener) error {
 		return nil
 	}
 	return err
+}
+
+func named(component string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", component, err)
 }
 
 // inboxRetention must exceed how long a message can be redelivered after it was first handled.

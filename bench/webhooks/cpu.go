@@ -52,5 +52,6 @@ func (e *environment) cpu(ctx context.Context) cpuSample {
 			s.postgres += cpuSeconds(pid)
 		}
 	}
+	_ = rows.Err() // a partial sum only understates the figure
 	return s
 }

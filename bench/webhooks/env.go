@@ -49,7 +49,7 @@ func binary(ctx context.Context, path string) (string, func(), error) {
 	bin := filepath.Join(dir, "keelson")
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./app").CombinedOutput(); err != nil {
 		_ = os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("go build ./app: %v: %s", err, out)
+		return "", nil, fmt.Errorf("go build ./app: %w: %s", err, out)
 	}
 	return bin, func() { _ = os.RemoveAll(dir) }, nil
 }
@@ -68,7 +68,7 @@ func newEnvironment(ctx context.Context, o options, bin string) (*environment, e
 	logDir, _ := os.MkdirTemp("", "keelson-bench-logs")
 	e := &environment{dbURL: dbURL, dropDB: drop, prefix: "bench.webhooks." + randomHex(4), amqpURL: o.amqpURL, logDir: logDir,
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
-	e.receiver, err = newReceiver()
+	e.receiver, err = newReceiver(ctx)
 	if err != nil {
 		e.close()
 		return nil, err
@@ -77,18 +77,18 @@ func newEnvironment(ctx context.Context, o options, bin string) (*environment, e
 	migrate.Env = e.env(0, "")
 	if out, err := migrate.CombinedOutput(); err != nil {
 		e.close()
-		return nil, fmt.Errorf("migrate: %v: %s", err, out)
+		return nil, fmt.Errorf("migrate: %w: %s", err, out)
 	}
 	for i := range o.replicas {
-		port, err := freePort()
+		port, err := freePort(ctx)
 		if err != nil {
 			e.close()
 			return nil, err
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
-		cmd := exec.Command(bin, "serve")
+		cmd := exec.CommandContext(ctx, bin, "serve") // stopped by SIGTERM in close
 		cmd.Env = e.env(i, addr)
-		logFile, _ := os.Create(filepath.Join(logDir, fmt.Sprintf("replica-%d.log", i)))
+		logFile, _ := os.Create(filepath.Clean(filepath.Join(logDir, fmt.Sprintf("replica-%d.log", i))))
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		if err := cmd.Start(); err != nil {
 			e.close()
@@ -168,8 +168,9 @@ func deleteTopology(amqpURL, prefix string) {
 	_ = ch.ExchangeDelete(prefix, false, false)
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(ctx context.Context) (int, error) {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -21,8 +22,9 @@ type receiver struct {
 	seen  map[string]time.Time // webhook-id → first arrival
 }
 
-func newReceiver() (*receiver, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func newReceiver(ctx context.Context) (*receiver, error) {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}

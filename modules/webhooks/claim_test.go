@@ -148,7 +148,7 @@ func Test_sweep_against_redeliver_one_commit_wins_each_round_and_the_loser_leave
 
 	// Now let the messages flow: every delivery has two requests in the outbox, one stale.
 	// The receiver must get exactly one request per delivery: the current claim's.
-	sweeper.db.Gorm().Callback().Update().Remove("test:barrier_sweeper")
+	require.NoError(t, sweeper.db.Gorm().Callback().Update().Remove("test:barrier_sweeper"))
 	consumer := newHarness(t, testConfig(), harnessOptions{database: sweeper.database, bus: true})
 	eventually(t, 30*time.Second, func() bool {
 		return consumer.metricValue("keelson_webhooks_delivery_outcomes_total", "outcome", "succeeded") == rounds &&

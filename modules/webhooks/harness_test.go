@@ -131,7 +131,10 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 		t.Cleanup(func() {
 			cancel()
 			select {
-			case <-done:
+			case err := <-done:
+				if err != nil {
+					t.Errorf("jobs runner: %v", err)
+				}
 			case <-time.After(20 * time.Second):
 				t.Error("jobs runner did not stop")
 			}

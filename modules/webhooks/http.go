@@ -78,9 +78,7 @@ func (h handlers) createSubscription(c *gin.Context) error {
 	if err := httpapi.BindJSON(c, &req); err != nil {
 		return err
 	}
-	sub, secret, err := h.s.CreateSubscription(c.Request.Context(), SubscriptionInput{
-		URL: req.URL, EventTypes: req.EventTypes, Description: req.Description, Secret: req.Secret, Enabled: req.Enabled,
-	})
+	sub, secret, err := h.s.CreateSubscription(c.Request.Context(), SubscriptionInput(req))
 	if err != nil {
 		return err
 	}
@@ -146,9 +144,7 @@ func (h handlers) updateSubscription(c *gin.Context) error {
 	if err := httpapi.BindJSON(c, &req); err != nil {
 		return err
 	}
-	sub, err := h.s.UpdateSubscription(c.Request.Context(), id, SubscriptionPatch{
-		URL: req.URL, EventTypes: req.EventTypes, Description: req.Description, Enabled: req.Enabled,
-	}, ifMatch(c))
+	sub, err := h.s.UpdateSubscription(c.Request.Context(), id, SubscriptionPatch(req), ifMatch(c))
 	if err != nil {
 		return err
 	}

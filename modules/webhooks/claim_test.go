@@ -210,3 +210,31 @@ func Test_concurrent_redeliveries_through_the_API_answer_202_or_409_and_only_win
 	require.NoError(t, err)
 	require.True(t, stored.IsClaimedBy(requests[len(requests)-1].ClaimID))
 }
+
+func Test_the_sweep_reports_the_due_backlog_and_claims_expired_leases(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{})
+	rc := newReceiver(t, nil)
+	h.subscribe(rc.URL, "*")
+	first := h.dueDelivery("backlog.one")
+	second := h.dueDelivery("backlog.two")
+	before := len(h.deliveryRequests())
+
+	require.NoError(t, h.svc.Sweep(context.Background()))
+
+	require.Equal(t, 2.0, h.metricValue("keelson_webhooks_due_backlog"))
+	requests := h.deliveryRequests()[before:]
+	require.Len(t, requests, 2)
+	for _, id := range []uuid.UUID{first, second} {
+		d, err := h.svc.store.delivery(context.Background(), id)
+		require.NoError(t, err)
+		require.True(t, d.NextAttemptAt.After(time.Now().Add(testConfig().ClaimLease/2)), "claimed for a lease")
+		claimed := false
+		for _, r := range requests {
+			claimed = claimed || (r.DeliveryID == id && d.IsClaimedBy(r.ClaimID))
+		}
+		require.True(t, claimed, "the published request carries the stored claim")
+	}
+	require.NoError(t, h.svc.Sweep(context.Background()))
+	require.Equal(t, 0.0, h.metricValue("keelson_webhooks_due_backlog"))
+	require.Len(t, h.deliveryRequests(), before+2, "nothing due, nothing claimed")
+}

@@ -22,6 +22,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	pcontract "github.com/keelson/keelson/modules/proposals/contract"
 	"github.com/keelson/keelson/modules/webhooks/contract"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/database/dbtest"
@@ -47,6 +48,7 @@ type harness struct {
 	mu        sync.Mutex
 	failed    []contract.DeliveryFailedPayload    // webhooks.delivery_failed events seen by an observer
 	requested []contract.DeliveryRequestedPayload // webhooks.delivery_requested events seen by an observer
+	results   []pcontract.ActionResult            // assistant.action_result events seen by an observer
 }
 
 type harnessOptions struct {
@@ -115,7 +117,7 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 	h := &harness{t: t, database: dbase, db: db, svc: mod.Service(), api: srv, registry: promReg}
 	if opts.bus {
 		subs := append(reg.Subscriptions(), messaging.Subscription{
-			Consumer: "test.observer", EventTypes: []string{contract.DeliveryFailed, contract.DeliveryRequestedAll},
+			Consumer: "test.observer", EventTypes: []string{contract.DeliveryFailed, contract.DeliveryRequestedAll, pcontract.EventActionResult},
 			Handle: h.observe,
 		})
 		h.startBus(subs, logger, promReg)
@@ -315,6 +317,12 @@ func (h *harness) observe(_ context.Context, e messaging.Event) error {
 			return err
 		}
 		h.failed = append(h.failed, p)
+	case pcontract.EventActionResult:
+		var p pcontract.ActionResult
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		h.results = append(h.results, p)
 	default:
 		var p contract.DeliveryRequestedPayload
 		if err := e.Decode(&p); err != nil {
@@ -336,6 +344,12 @@ func (h *harness) observedRequests(id uuid.UUID) []contract.DeliveryRequestedPay
 		}
 	}
 	return out
+}
+
+func (h *harness) actionResults() []pcontract.ActionResult {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]pcontract.ActionResult(nil), h.results...)
 }
 
 func (h *harness) failedEvents() []contract.DeliveryFailedPayload {

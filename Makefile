@@ -25,3 +25,9 @@ lint:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+## bench: the benchmarks of docs/performance.md (about 10 minutes; needs pgbench)
+bench:
+	go run ./bench/outbox
+	cd bench/jobs && go run . -rounds 3
+	go run ./bench/webhooks -events 5000 -fanout 10 -for 20s

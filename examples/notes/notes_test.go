@@ -199,27 +199,12 @@ func (c *cluster) handled(t *testing.T, consumer string) float64 {
 	return c.counter(t, "keelson_messages_handled_total", consumer)
 }
 
-// counter sums one consumer's sample of a counter family over the replicas' registries.
+// counter sums one consumer's samples of a counter family over the replicas' registries.
 func (c *cluster) counter(t *testing.T, family, consumer string) float64 {
 	t.Helper()
 	var sum float64
 	for _, r := range c.replicas {
-		families, err := r.Metrics.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range families {
-			if f.GetName() != family {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "consumer" && l.GetValue() == consumer {
-						sum += m.GetCounter().GetValue()
-					}
-				}
-			}
-		}
+		sum += hosttest.Metric(t, r.Metrics, family, "consumer", consumer)
 	}
 	return sum
 }

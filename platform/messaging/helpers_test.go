@@ -15,6 +15,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/outbox"
 )
@@ -123,38 +124,13 @@ func (rb *runningBus) stop(t *testing.T) {
 	})
 }
 
-// counter reads one sample of a metric family with the given consumer label ("" for none).
+// counter reads a metric family of the bus, only the given consumer's sample unless consumer is "".
 func (rb *runningBus) counter(t *testing.T, name, consumer string) float64 {
 	t.Helper()
-	families, err := rb.registry.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
+	if consumer == "" {
+		return hosttest.Metric(t, rb.registry, name)
 	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			match := consumer == ""
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "consumer" && l.GetValue() == consumer {
-					match = true
-				}
-			}
-			if !match {
-				continue
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			case m.GetHistogram() != nil:
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return 0
+	return hosttest.Metric(t, rb.registry, name, "consumer", consumer)
 }
 
 // collector records every delivery a handler sees, duplicates included.

@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/keelson/keelson/platform/concurrency"
+	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
 // dueDelivery publishes an event to one subscription and makes its delivery due now, as if the
@@ -150,9 +151,9 @@ func Test_sweep_against_redeliver_one_commit_wins_each_round_and_the_loser_leave
 	// The receiver must get exactly one request per delivery: the current claim's.
 	require.NoError(t, sweeper.db.Gorm().Callback().Update().Remove("test:barrier_sweeper"))
 	consumer := newHarness(t, testConfig(), harnessOptions{database: sweeper.database, bus: true})
-	eventually(t, 30*time.Second, func() bool {
-		return consumer.metricValue("keelson_webhooks_delivery_outcomes_total", "outcome", "succeeded") == rounds &&
-			consumer.metricValue("keelson_webhooks_stale_requests_total") == rounds
+	hosttest.Eventually(t, 30*time.Second, func() bool {
+		return hosttest.Metric(t, consumer.registry, "keelson_webhooks_delivery_outcomes_total", "outcome", "succeeded") == rounds &&
+			hosttest.Metric(t, consumer.registry, "keelson_webhooks_stale_requests_total") == rounds
 	}, "all deliveries sent once and every stale request dropped")
 	require.Equal(t, rounds, rc.count(), "one request per current claim, none for stale ones")
 	seen := map[string]int{}
@@ -221,7 +222,7 @@ func Test_the_sweep_reports_the_due_backlog_and_claims_expired_leases(t *testing
 
 	require.NoError(t, h.svc.Sweep(context.Background()))
 
-	require.Equal(t, 2.0, h.metricValue("keelson_webhooks_due_backlog"))
+	require.Equal(t, 2.0, hosttest.Metric(t, h.registry, "keelson_webhooks_due_backlog"))
 	requests := h.deliveryRequests()[before:]
 	require.Len(t, requests, 2)
 	for _, id := range []uuid.UUID{first, second} {
@@ -235,6 +236,6 @@ func Test_the_sweep_reports_the_due_backlog_and_claims_expired_leases(t *testing
 		require.True(t, claimed, "the published request carries the stored claim")
 	}
 	require.NoError(t, h.svc.Sweep(context.Background()))
-	require.Equal(t, 0.0, h.metricValue("keelson_webhooks_due_backlog"))
+	require.Equal(t, 0.0, hosttest.Metric(t, h.registry, "keelson_webhooks_due_backlog"))
 	require.Len(t, h.deliveryRequests(), before+2, "nothing due, nothing claimed")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelson/keelson/modules/webhooks/contract"
+	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/messaging"
 )
 
@@ -38,7 +39,7 @@ func Test_events_fan_out_to_three_subscriptions_with_signatures_the_reference_li
 	require.Equal(t, http.StatusAccepted, r.status)
 	require.Equal(t, map[string]any{"id": "evt_client_1", "type": "proposal.accepted", "deliveries": 2.0}, r.json(t))
 
-	eventually(t, 20*time.Second, func() bool { return all.count() == 4 && proposals.count() == 1 && exact.count() == 2 },
+	hosttest.Eventually(t, 20*time.Second, func() bool { return all.count() == 4 && proposals.count() == 1 && exact.count() == 2 },
 		"receivers got %d, %d, %d requests", all.count(), proposals.count(), exact.count())
 
 	verify := func(rc *receiver, secret string, wantTypes ...string) {
@@ -72,7 +73,7 @@ func Test_events_fan_out_to_three_subscriptions_with_signatures_the_reference_li
 	rotated := r.json(t)["secret"].(string)
 	require.NotEqual(t, exactSecret, rotated)
 	h.publish("conversation.created", map[string]any{"conversation_id": "c2"})
-	eventually(t, 20*time.Second, func() bool { return exact.count() == 3 }, "rotated subscription receives")
+	hosttest.Eventually(t, 20*time.Second, func() bool { return exact.count() == 3 }, "rotated subscription receives")
 	last := exact.received()[2]
 	require.Len(t, strings.Split(last.header.Get("webhook-signature"), " "), 2)
 	for _, s := range []string{exactSecret, rotated} {
@@ -80,14 +81,14 @@ func Test_events_fan_out_to_three_subscriptions_with_signatures_the_reference_li
 		require.NoError(t, wh.Verify(last.body, last.header))
 	}
 
-	eventually(t, 10*time.Second, func() bool {
+	hosttest.Eventually(t, 10*time.Second, func() bool {
 		var n int64
 		h.db.Gorm().Model(&Delivery{}).Where("status = ?", StatusSucceeded).Count(&n)
 		return n == 9
 	}, "all deliveries succeeded")
 	require.Equal(t, 5, all.count())
 	require.Equal(t, 1, proposals.count())
-	require.Equal(t, 9, h.countRows("webhook_deliveries"))
+	require.Equal(t, int64(9), hosttest.Count(t, h.db, "SELECT count(*) FROM webhook_deliveries"))
 }
 
 func Test_integration_events_become_webhook_events_once_even_when_redelivered(t *testing.T) {
@@ -100,15 +101,15 @@ func Test_integration_events_become_webhook_events_once_even_when_redelivered(t 
 	for range 2 { // the broker may deliver an event twice: the second finds its webhook event stored
 		require.NoError(t, h.db.WithTx(ctx, func(ctx context.Context) error { return h.svc.events.Publish(ctx, e) }))
 	}
-	eventually(t, 20*time.Second, func() bool { return rc.count() == 1 }, "one request")
+	hosttest.Eventually(t, 20*time.Second, func() bool { return rc.count() == 1 }, "one request")
 	require.Equal(t, e.ID, rc.received()[0].header.Get("webhook-id"))
 	var body map[string]any
 	require.NoError(t, json.Unmarshal(rc.received()[0].body, &body))
 	require.Equal(t, map[string]any{"proposal_id": "p9"}, body["data"])
 	require.Equal(t, e.OccurredAt.UTC().Format(time.RFC3339Nano), body["timestamp"], "the webhook timestamp is the event's")
-	eventually(t, 10*time.Second, func() bool { return h.countRows("outbox_messages") == 0 }, "outbox drained")
-	require.Equal(t, 1, h.countRows("webhook_events"))
-	require.Equal(t, 1, h.countRows("webhook_deliveries"))
+	hosttest.Eventually(t, 10*time.Second, func() bool { return hosttest.Count(t, h.db, "SELECT count(*) FROM outbox_messages") == 0 }, "outbox drained")
+	require.Equal(t, int64(1), hosttest.Count(t, h.db, "SELECT count(*) FROM webhook_events"))
+	require.Equal(t, int64(1), hosttest.Count(t, h.db, "SELECT count(*) FROM webhook_deliveries"))
 	require.Equal(t, 1, rc.count())
 }
 
@@ -133,7 +134,7 @@ func Test_a_receiver_failing_twice_then_answering_200_gets_three_attempts_and_su
 	h.subscribe(rc.URL, "*")
 	eventID := h.publish("retry.me", map[string]any{})
 
-	eventually(t, 20*time.Second, func() bool { d, _ := deliveryOf(t, h, eventID); return d.Status == StatusSucceeded }, "delivery succeeded")
+	hosttest.Eventually(t, 20*time.Second, func() bool { d, _ := deliveryOf(t, h, eventID); return d.Status == StatusSucceeded }, "delivery succeeded")
 	d, attempts := deliveryOf(t, h, eventID)
 	require.Equal(t, 3, d.AttemptCount)
 	require.Len(t, attempts, 3)
@@ -174,12 +175,12 @@ func Test_an_always_failing_receiver_fails_after_the_schedule_and_a_delivery_fai
 	subID, _ := h.subscribe(rc.URL, "*")
 	eventID := h.publish("always.fails", map[string]any{})
 
-	eventually(t, 20*time.Second, func() bool { d, _ := deliveryOf(t, h, eventID); return d.Status == StatusFailed }, "delivery failed")
+	hosttest.Eventually(t, 20*time.Second, func() bool { d, _ := deliveryOf(t, h, eventID); return d.Status == StatusFailed }, "delivery failed")
 	d, attempts := deliveryOf(t, h, eventID)
 	require.Len(t, attempts, len(testConfig().RetrySchedule)+1)
 	require.Equal(t, 3, rc.count())
 	require.Equal(t, 500, *d.LastStatusCode)
-	eventually(t, 20*time.Second, func() bool { return len(h.failedEvents()) == 1 }, "delivery_failed consumed")
+	hosttest.Eventually(t, 20*time.Second, func() bool { return len(h.failedEvents()) == 1 }, "delivery_failed consumed")
 	ev := h.failedEvents()[0]
 	require.Equal(t, d.ID, ev.DeliveryID)
 	require.Equal(t, uuid.MustParse(subID), ev.SubscriptionID)
@@ -190,7 +191,7 @@ func Test_an_always_failing_receiver_fails_after_the_schedule_and_a_delivery_fai
 	r := h.call(http.MethodPost, "/deliveries/"+d.ID.String()+"/redeliver", nil)
 	require.Equal(t, http.StatusAccepted, r.status, string(r.body))
 	require.Equal(t, "pending", r.json(t)["status"])
-	eventually(t, 20*time.Second, func() bool { d, _ := deliveryOf(t, h, eventID); return d.Status == StatusSucceeded }, "redelivered")
+	hosttest.Eventually(t, 20*time.Second, func() bool { d, _ := deliveryOf(t, h, eventID); return d.Status == StatusSucceeded }, "redelivered")
 	_, attempts = deliveryOf(t, h, eventID)
 	require.Len(t, attempts, 4)
 	require.Equal(t, TriggerRedeliver, attempts[3].Trigger)
@@ -219,9 +220,9 @@ func Test_a_receiver_slower_than_the_timeout_gets_timeout_attempts_and_is_retrie
 	h.subscribe(rc.URL, "*")
 	eventID := h.publish("slow.receiver", map[string]any{})
 
-	eventually(t, 20*time.Second, func() bool { _, a := deliveryOf(t, h, eventID); return len(a) >= 2 }, "two attempts")
+	hosttest.Eventually(t, 20*time.Second, func() bool { _, a := deliveryOf(t, h, eventID); return len(a) >= 2 }, "two attempts")
 	slow.Store(false)
-	eventually(t, 20*time.Second, func() bool { d, _ := deliveryOf(t, h, eventID); return d.Status != StatusPending }, "delivery finished")
+	hosttest.Eventually(t, 20*time.Second, func() bool { d, _ := deliveryOf(t, h, eventID); return d.Status != StatusPending }, "delivery finished")
 	d, attempts := deliveryOf(t, h, eventID)
 	require.Equal(t, StatusSucceeded, d.Status, "the attempt after the receiver sped up succeeds")
 	for _, a := range attempts[:2] {
@@ -237,24 +238,24 @@ func Test_a_stale_delivery_request_sends_nothing(t *testing.T) {
 	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { sent.Add(1); w.WriteHeader(200) })
 	h.subscribe(rc.URL, "*")
 	eventID := h.publish("stale.check", map[string]any{})
-	eventually(t, 20*time.Second, func() bool { d, _ := deliveryOf(t, h, eventID); return d.Status == StatusSucceeded }, "delivered")
+	hosttest.Eventually(t, 20*time.Second, func() bool { d, _ := deliveryOf(t, h, eventID); return d.Status == StatusSucceeded }, "delivered")
 	d, _ := deliveryOf(t, h, eventID)
 	require.Equal(t, 1, rc.count())
 	ctx := context.Background()
 
 	// A duplicate of the original request (its claim is gone) and a request with a made-up claim,
 	// both through RabbitMQ and straight into the handler.
-	eventually(t, 10*time.Second, func() bool { return len(h.observedRequests(d.ID)) == 1 }, "original request observed")
+	hosttest.Eventually(t, 10*time.Second, func() bool { return len(h.observedRequests(d.ID)) == 1 }, "original request observed")
 	stale := append(h.observedRequests(d.ID), contract.DeliveryRequestedPayload{DeliveryID: d.ID, ClaimID: uuid.New()})
-	staleBefore := h.metricValue("keelson_webhooks_stale_requests_total")
+	staleBefore := hosttest.Metric(t, h.registry, "keelson_webhooks_stale_requests_total")
 	for _, p := range stale {
 		e, err := messaging.NewEvent(ctx, contract.Source, contract.DeliveryRequestedShard(deliveryShard(p.DeliveryID)), p)
 		require.NoError(t, err)
 		require.NoError(t, h.db.WithTx(ctx, func(ctx context.Context) error { return h.svc.events.Publish(ctx, e) }))
 		require.NoError(t, h.svc.handleDeliveryRequested(ctx, e))
 	}
-	eventually(t, 20*time.Second, func() bool {
-		return h.metricValue("keelson_webhooks_stale_requests_total") == staleBefore+float64(2*len(stale))
+	hosttest.Eventually(t, 20*time.Second, func() bool {
+		return hosttest.Metric(t, h.registry, "keelson_webhooks_stale_requests_total") == staleBefore+float64(2*len(stale))
 	}, "stale requests consumed")
 	require.Equal(t, int32(1), sent.Load(), "no HTTP request for a stale claim")
 	after, attempts := deliveryOf(t, h, eventID)
@@ -287,9 +288,9 @@ func Test_an_outcome_lost_to_a_redelivery_during_the_send_is_dropped_and_the_red
 	require.Equal(t, http.StatusAccepted, r.status, string(r.body))
 	close(release)
 
-	eventually(t, 20*time.Second, func() bool {
-		return h.metricValue("keelson_webhooks_delivery_outcomes_total", "outcome", "dropped") == 1 &&
-			h.metricValue("keelson_webhooks_delivery_outcomes_total", "outcome", "succeeded") == 1
+	hosttest.Eventually(t, 20*time.Second, func() bool {
+		return hosttest.Metric(t, h.registry, "keelson_webhooks_delivery_outcomes_total", "outcome", "dropped") == 1 &&
+			hosttest.Metric(t, h.registry, "keelson_webhooks_delivery_outcomes_total", "outcome", "succeeded") == 1
 	}, "first outcome dropped, redelivery succeeded")
 	d, attempts := deliveryOf(t, h, eventID)
 	require.Equal(t, StatusSucceeded, d.Status)

@@ -3,8 +3,6 @@ package webhooks
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -18,22 +16,19 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	pcontract "github.com/keelson/keelson/modules/proposals/contract"
 	"github.com/keelson/keelson/modules/webhooks/contract"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/database/dbtest"
+	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
 	"github.com/keelson/keelson/platform/outbox"
 )
-
-const testToken = "test-token"
 
 // harness is one replica of the module built from the real platform: PostgreSQL, the outbox, and,
 // when asked, the RabbitMQ bus (forwarder and consumers) and the jobs runner (the sweep schedule).
@@ -75,19 +70,6 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
-func amqpURL() string {
-	if u := os.Getenv("TEST_AMQP_URL"); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 	t.Helper()
 	dbase := opts.database
@@ -100,12 +82,12 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 	pub, err := outbox.NewPublisher(db)
 	require.NoError(t, err)
 
-	reg := module.NewRegistry(module.Deps{DB: db, Events: pub, Logger: logger, Metrics: promReg, InstanceID: "test-" + randomHex(3)})
+	reg := module.NewRegistry(module.Deps{DB: db, Events: pub, Logger: logger, Metrics: promReg, InstanceID: "test-" + uuid.NewString()})
 	mod, err := New(cfg)
 	require.NoError(t, err)
 	require.NoError(t, mod.Register(reg.For(mod)))
 
-	engine, api, err := httpapi.NewEngine(httpapi.Options{Logger: logger, Tokens: []string{testToken}, Metrics: promReg,
+	engine, api, err := httpapi.NewEngine(httpapi.Options{Logger: logger, Tokens: []string{hosttest.Token}, Metrics: promReg,
 		ConflictCodes: reg.ConflictCodes(), OpenAPI: reg.OpenAPIFragments()})
 	require.NoError(t, err)
 	for _, rs := range reg.RouteSets() {
@@ -123,7 +105,7 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 		h.startBus(subs, logger, promReg)
 	}
 	if opts.jobs {
-		runner, err := jobs.NewRunner(db, jobs.Config{InstanceID: "test-" + randomHex(3), Workers: 2,
+		runner, err := jobs.NewRunner(db, jobs.Config{InstanceID: "test-" + uuid.NewString(), Workers: 2,
 			PollInterval: 20 * time.Millisecond, Lease: 5 * time.Second, ShutdownTimeout: 5 * time.Second},
 			reg.JobKinds(), reg.Schedules(), logger, promReg)
 		require.NoError(t, err)
@@ -148,13 +130,15 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 // startBus runs the real messaging bus on an exchange and queues of the test's own, deleted at the end.
 func (h *harness) startBus(subs []messaging.Subscription, logger *slog.Logger, reg prometheus.Registerer) {
 	t := h.t
-	id := randomHex(5)
-	cfg := messaging.Config{
-		AMQPURL: amqpURL(), Exchange: "test.webhooks." + id, QueuePrefix: "test.webhooks." + id,
-		PollInterval: 10 * time.Millisecond, RetryInitialInterval: 10 * time.Millisecond,
-		RetryMaxInterval: 50 * time.Millisecond, ShutdownTimeout: 10 * time.Second,
+	cfg := hosttest.Broker()
+	cfg.PollInterval, cfg.RetryInitialInterval, cfg.RetryMaxInterval = 10*time.Millisecond, 10*time.Millisecond, 50*time.Millisecond
+	cfg.ShutdownTimeout = 10 * time.Second
+	consumers := make([]string, 0, len(subs))
+	for _, s := range subs {
+		consumers = append(consumers, s.Consumer)
 	}
-	t.Cleanup(func() { deleteTopology(cfg, subs) })
+	// Registered before the bus's stop, so it runs after it: cleanups run last-in first-out.
+	t.Cleanup(func() { hosttest.DeleteTopology(cfg, consumers) })
 	bus, err := messaging.New(cfg, h.db, logger, reg, subs)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -178,25 +162,6 @@ func (h *harness) startBus(subs []messaging.Subscription, logger *slog.Logger, r
 	case <-time.After(30 * time.Second):
 		t.Fatal("bus not ready after 30s")
 	}
-}
-
-func deleteTopology(cfg messaging.Config, subs []messaging.Subscription) {
-	conn, err := amqp.Dial(cfg.AMQPURL)
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return
-	}
-	defer ch.Close()
-	for _, s := range subs {
-		q := cfg.QueuePrefix + "." + s.Consumer
-		_, _ = ch.QueueDelete(q, false, false, false)
-		_, _ = ch.QueueDelete(q+".dead", false, false, false)
-	}
-	_ = ch.ExchangeDelete(cfg.Exchange, false, false)
 }
 
 // response is an API answer.
@@ -230,7 +195,7 @@ func (h *harness) call(method, path string, body any, headers ...string) respons
 	}
 	req, err := http.NewRequest(method, h.api.URL+"/api/v1/webhooks"+path, rd)
 	require.NoError(h.t, err)
-	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Authorization", "Bearer "+hosttest.Token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -260,14 +225,6 @@ func (h *harness) publish(eventType string, data map[string]any) string {
 	r := h.call(http.MethodPost, "/events", map[string]any{"type": eventType, "data": data})
 	require.Equal(h.t, http.StatusAccepted, r.status, string(r.body))
 	return r.json(h.t)["id"].(string)
-}
-
-// countRows counts the rows of a table.
-func (h *harness) countRows(table string) int {
-	h.t.Helper()
-	var n int64
-	require.NoError(h.t, h.db.Gorm().Table(table).Count(&n).Error)
-	return int(n)
 }
 
 // outboxMessage is a row of the outbox, decoded from watermill's forwarder envelope.
@@ -356,52 +313,6 @@ func (h *harness) failedEvents() []contract.DeliveryFailedPayload {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]contract.DeliveryFailedPayload(nil), h.failed...)
-}
-
-// metricValue reads a counter or gauge sample of the harness's registry whose labels include labels.
-func (h *harness) metricValue(name string, labels ...string) float64 {
-	h.t.Helper()
-	families, err := h.registry.Gather()
-	require.NoError(h.t, err)
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if hasLabels(m, labels) {
-				total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
-	}
-	return total
-}
-
-func hasLabels(m *dto.Metric, labels []string) bool {
-	for i := 0; i+1 < len(labels); i += 2 {
-		found := false
-		for _, l := range m.GetLabel() {
-			if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
-				found = true
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, cond func() bool, msg string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s: "+msg, append([]any{timeout}, args...)...)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // receiver is a webhook endpoint recording every request; respond decides each answer.

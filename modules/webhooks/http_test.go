@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
 func Test_subscriptions_carry_a_version_checked_by_If_Match_and_never_show_the_secret_again(t *testing.T) {
@@ -76,11 +78,11 @@ func Test_deleted_and_disabled_subscriptions_are_sent_nothing(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, h.call(http.MethodDelete, "/subscriptions/"+deletedID, nil).status)
 	// The fan-out's request may already have been sent before the delete; the redelivery after it must not be.
 	d, _ := deliveryOf(t, h, "evt_before_delete")
-	eventually(t, 20*time.Second, func() bool { d, _ := deliveryOf(t, h, "evt_before_delete"); return d.Status != StatusPending }, "first request handled")
+	hosttest.Eventually(t, 20*time.Second, func() bool { d, _ := deliveryOf(t, h, "evt_before_delete"); return d.Status != StatusPending }, "first request handled")
 	sentBefore := rc.count()
 	_, err = h.svc.Redeliver(ctx, d.ID, nil)
 	require.NoError(t, err)
-	eventually(t, 20*time.Second, func() bool {
+	hosttest.Eventually(t, 20*time.Second, func() bool {
 		d, _ := deliveryOf(t, h, "evt_before_delete")
 		return d.Status == StatusFailed && strings.Contains(d.LastError, "deleted or disabled")
 	}, "delivery given up")
@@ -104,11 +106,11 @@ func Test_ssrf_literal_private_urls_are_refused_unless_allowed_and_names_resolvi
 		require.Equal(t, http.StatusUnprocessableEntity, r.status, u)
 		require.Equal(t, "url", r.json(t)["errors"].([]any)[0].(map[string]any)["field"])
 	}
-	require.Zero(t, h.countRows("webhook_subscriptions"))
+	require.Zero(t, hosttest.Count(t, h.db, "SELECT count(*) FROM webhook_subscriptions"))
 
 	h.subscribe("http://localhost:"+port+"/hook", "*")
 	eventID := h.publish("ssrf.check", map[string]any{})
-	eventually(t, 20*time.Second, func() bool { _, a := deliveryOf(t, h, eventID); return len(a) == 1 }, "attempt recorded")
+	hosttest.Eventually(t, 20*time.Second, func() bool { _, a := deliveryOf(t, h, eventID); return len(a) == 1 }, "attempt recorded")
 	_, attempts := deliveryOf(t, h, eventID)
 	require.Equal(t, errClassSSRFBlocked, attempts[0].ErrorClass)
 	require.Nil(t, attempts[0].StatusCode, "no status code: nothing was connected")
@@ -126,7 +128,7 @@ func Test_a_redirect_is_not_followed_and_fails_the_attempt(t *testing.T) {
 	})
 	h.subscribe(redirector.URL, "*")
 	eventID := h.publish("redirect.check", map[string]any{})
-	eventually(t, 20*time.Second, func() bool { _, a := deliveryOf(t, h, eventID); return len(a) == 1 }, "attempt recorded")
+	hosttest.Eventually(t, 20*time.Second, func() bool { _, a := deliveryOf(t, h, eventID); return len(a) == 1 }, "attempt recorded")
 	d, attempts := deliveryOf(t, h, eventID)
 	require.Equal(t, http.StatusTemporaryRedirect, *attempts[0].StatusCode)
 	require.Equal(t, errClassHTTPStatus, attempts[0].ErrorClass)
@@ -141,9 +143,9 @@ func Test_bad_input_gets_a_problem_and_writes_nothing(t *testing.T) {
 	eventID := h.publish("seed.event", map[string]any{})
 	d, _ := deliveryOf(t, h, eventID)
 	tables := []string{"webhook_subscriptions", "webhook_events", "webhook_deliveries", "webhook_attempts", "outbox_messages"}
-	before := map[string]int{}
+	before := map[string]int64{}
 	for _, tb := range tables {
-		before[tb] = h.countRows(tb)
+		before[tb] = hosttest.Count(t, h.db, "SELECT count(*) FROM "+tb)
 	}
 	subBefore := h.call(http.MethodGet, "/subscriptions/"+subID, nil).json(t)
 
@@ -211,7 +213,7 @@ func Test_bad_input_gets_a_problem_and_writes_nothing(t *testing.T) {
 		})
 	}
 	for _, tb := range tables {
-		require.Equal(t, before[tb], h.countRows(tb), "rows of %s", tb)
+		require.Equal(t, before[tb], hosttest.Count(t, h.db, "SELECT count(*) FROM "+tb), "rows of %s", tb)
 	}
 	require.Equal(t, subBefore, h.call(http.MethodGet, "/subscriptions/"+subID, nil).json(t))
 }

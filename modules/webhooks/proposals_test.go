@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	pcontract "github.com/keelson/keelson/modules/proposals/contract"
+	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/messaging"
 )
 
@@ -42,7 +43,7 @@ func Test_an_accepted_subscription_proposal_creates_one_subscription_and_reports
 		pcontract.CreateWebhookSubscriptionParams{URL: "http://127.0.0.1:9/in", EventTypes: []string{"*"}}, 1)
 	h.accepted(pcontract.ActionRenameConversation, pcontract.RenameConversationParams{Title: "x"}, 1)
 
-	eventually(t, 20*time.Second, func() bool { return len(h.actionResults()) == 2 }, "two results")
+	hosttest.Eventually(t, 20*time.Second, func() bool { return len(h.actionResults()) == 2 }, "two results")
 	results := map[uuid.UUID]pcontract.ActionResult{}
 	for _, r := range h.actionResults() {
 		results[r.ProposalID] = r
@@ -58,8 +59,8 @@ func Test_an_accepted_subscription_proposal_creates_one_subscription_and_reports
 	require.Equal(t, []string{"conversation.*"}, []string(subs[0].EventTypes))
 	require.True(t, strings.Contains(subs[0].Description, good.String()))
 	// All four messages handled (two copies of one proposal, the refused one, the rename): still two results.
-	eventually(t, 20*time.Second, func() bool {
-		return h.metricValue("keelson_messages_handled_total", "consumer", proposalsConsumer) == 4
+	hosttest.Eventually(t, 20*time.Second, func() bool {
+		return hosttest.Metric(t, h.registry, "keelson_messages_handled_total", "consumer", proposalsConsumer) == 4
 	}, "every proposal.accepted handled")
 	require.Len(t, h.actionResults(), 2, "the rename action is not this module's, the duplicate is not applied twice")
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
 type conversation struct {
@@ -46,7 +48,7 @@ func TestRenameThroughAnAcceptedProposalAcrossReplicas(t *testing.T) {
 	}
 
 	var pending proposal
-	eventually(t, 30*time.Second, "the assistant's proposal", func() bool {
+	hosttest.Eventually(t, 30*time.Second, func() bool {
 		var list struct {
 			Items []proposal `json:"items"`
 		}
@@ -56,7 +58,7 @@ func TestRenameThroughAnAcceptedProposalAcrossReplicas(t *testing.T) {
 		}
 		pending = list.Items[0]
 		return true
-	})
+	}, "the assistant's proposal")
 	if pending.Action.Type != "rename_conversation" || pending.Action.Params["title"] != "Trip to Lisbon" {
 		t.Fatalf("proposal %+v", pending)
 	}
@@ -76,19 +78,19 @@ func TestRenameThroughAnAcceptedProposalAcrossReplicas(t *testing.T) {
 		t.Fatalf("concurrent accepts answered %v, want one 200 and one 409", statuses)
 	}
 
-	eventually(t, 30*time.Second, "the rename and the applied proposal", func() bool {
+	hosttest.Eventually(t, 30*time.Second, func() bool {
 		var got conversation
 		var p proposal
 		_, err1 := c.api(1).do(ctx, http.MethodGet, "/conversations/"+conv.ID, nil, &got)
 		_, err2 := c.api(0).do(ctx, http.MethodGet, "/assistant/proposals/"+pending.ID, nil, &p)
 		return err1 == nil && err2 == nil && got.Title == "Trip to Lisbon" && p.Status == "applied"
-	})
+	}, "the rename and the applied proposal")
 
 	want := map[string]map[string]int{
 		"conversations": {"conversation.created": 1, "conversation.message.created": 2, "conversation.renamed": 1},
 		"proposals":     {"proposal.created": 1, "proposal.accepted": 1, "proposal.applied": 1},
 	}
-	eventually(t, 30*time.Second, "the webhooks of every public event", func() bool {
+	hosttest.Eventually(t, 30*time.Second, func() bool {
 		for endpoint, types := range want {
 			got := c.receiver.TypesAt(endpoint)
 			for typ, n := range types {
@@ -98,7 +100,7 @@ func TestRenameThroughAnAcceptedProposalAcrossReplicas(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, "the webhooks of every public event")
 	for endpoint, types := range want {
 		if got := c.receiver.TypesAt(endpoint); fmt.Sprint(got) != fmt.Sprint(types) {
 			t.Errorf("%s received %v, want %v", endpoint, got, types)
@@ -107,17 +109,5 @@ func TestRenameThroughAnAcceptedProposalAcrossReplicas(t *testing.T) {
 	s := c.receiver.Stats(nil)
 	if s.BadSignatures != 0 || s.Duplicates != 0 {
 		t.Errorf("bad signatures %d, duplicates %d", s.BadSignatures, s.Duplicates)
-	}
-}
-
-// eventually polls cond until it holds, or fails the test after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

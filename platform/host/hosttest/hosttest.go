@@ -114,7 +114,7 @@ func Start(t testing.TB, db *database.DB, opts Options, mods ...module.Module) *
 		}
 		t.Cleanup(func() { DeleteTopology(opts.Messaging, consumers) })
 	}
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	listener, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("hosttest: listen: %v", err)
 	}

@@ -2,6 +2,7 @@ package hosttest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -54,7 +55,7 @@ func (r *Replica) Do(t testing.TB, method, path string, body any, headers ...str
 		}
 		reader = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequest(method, r.URL+path, reader)
+	req, err := http.NewRequestWithContext(context.Background(), method, r.URL+path, reader)
 	if err != nil {
 		t.Fatalf("hosttest: %v", err)
 	}

@@ -6,18 +6,20 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// prefetch is how many unacked deliveries one consumer channel may hold; handlers still run one
-// message at a time per consumer and replica.
-const prefetch = 4
+// prefetchAhead is how many deliveries a consumer channel holds beyond those being handled: they
+// hide the broker round trip and return to the queue when the channel closes.
+const prefetchAhead = 3
 
-// queueSubscriber is a watermill subscriber whose topic is a queue name. It hands one message at a
-// time to the router, acks on Ack, requeues on Nack, and reconnects after the broker drops.
+// queueSubscriber consumes queues for the router: per queue it hands up to a consumer's
+// concurrency messages at once to the router, acks each on Ack, requeues it on Nack, and
+// reconnects after the broker drops. Its consumer method gives the watermill subscriber of one queue.
 type queueSubscriber struct {
 	broker *broker
 	logger *slog.Logger
@@ -41,9 +43,21 @@ func newQueueSubscriber(b *broker, logger *slog.Logger, grace time.Duration) *qu
 	return &queueSubscriber{broker: b, logger: logger, grace: grace, stopping: stopping, stop: stop, hard: hard, hardStop: hardStop}
 }
 
+// queueConsumer is the watermill subscriber of one consumer: its topic is the consumer's queue.
+type queueConsumer struct {
+	*queueSubscriber
+	concurrency int
+}
+
+// consumer returns the subscriber that consumes a queue with concurrency messages in flight.
+func (s *queueSubscriber) consumer(concurrency int) queueConsumer {
+	return queueConsumer{queueSubscriber: s, concurrency: max(concurrency, 1)}
+}
+
 // Subscribe consumes queue until Close. ctx is not used to stop: the router cancels it as soon as
 // it starts closing, while in-flight messages must still be acked.
-func (s *queueSubscriber) Subscribe(_ context.Context, queue string) (<-chan *message.Message, error) {
+func (c queueConsumer) Subscribe(_ context.Context, queue string) (<-chan *message.Message, error) {
+	s := c.queueSubscriber
 	if s.stopping.Err() != nil {
 		return nil, errors.New("subscriber closed")
 	}
@@ -54,7 +68,7 @@ func (s *queueSubscriber) Subscribe(_ context.Context, queue string) (<-chan *me
 		defer close(out)
 		backoff := 100 * time.Millisecond
 		for s.stopping.Err() == nil {
-			delivered, err := s.consume(queue, out)
+			delivered, err := s.consume(queue, c.concurrency, out)
 			if s.stopping.Err() != nil {
 				return
 			}
@@ -73,8 +87,11 @@ func (s *queueSubscriber) Subscribe(_ context.Context, queue string) (<-chan *me
 	return out, nil
 }
 
-// consume runs one channel until it fails or the subscriber stops.
-func (s *queueSubscriber) consume(queue string, out chan<- *message.Message) (delivered bool, err error) {
+// consume runs one channel until it fails or the subscriber stops. concurrency workers share it;
+// each passes one delivery at a time to the router and settles it before taking the next, so at
+// most concurrency handlers of this queue run at once. It returns once every worker has settled
+// its delivery (or been abandoned at the end of the grace period).
+func (s *queueSubscriber) consume(queue string, concurrency int, out chan<- *message.Message) (delivered bool, err error) {
 	conn, err := s.broker.connection(s.stopping)
 	if err != nil {
 		return false, err
@@ -84,25 +101,48 @@ func (s *queueSubscriber) consume(queue string, out chan<- *message.Message) (de
 		return false, fmt.Errorf("open channel: %w", err)
 	}
 	defer func() { _ = ch.Close() }()
-	// A few deliveries in advance hide the broker round trip; they return to the queue on close.
-	if err := ch.Qos(prefetch, 0, false); err != nil {
+	if err := ch.Qos(concurrency+prefetchAhead, 0, false); err != nil {
 		return false, fmt.Errorf("qos: %w", err)
 	}
 	deliveries, err := ch.Consume(queue, "", false, false, false, false, nil)
 	if err != nil {
 		return false, fmt.Errorf("consume %s: %w", queue, err)
 	}
+	var (
+		got     atomic.Bool
+		workers sync.WaitGroup
+		mu      sync.Mutex
+		errs    []error
+	)
+	for range concurrency {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			if err := s.work(deliveries, out, &got); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				_ = ch.Close() // the other workers stop taking deliveries and settle what they hold
+			}
+		}()
+	}
+	workers.Wait()
+	return got.Load(), errors.Join(errs...)
+}
+
+// work hands deliveries to the router one at a time until the channel fails or the subscriber stops.
+func (s *queueSubscriber) work(deliveries <-chan amqp.Delivery, out chan<- *message.Message, delivered *atomic.Bool) error {
 	for {
 		select {
 		case <-s.stopping.Done():
-			return delivered, nil
+			return nil
 		case d, ok := <-deliveries:
 			if !ok {
-				return delivered, errors.New("delivery channel closed")
+				return errors.New("delivery channel closed")
 			}
-			delivered = true
+			delivered.Store(true)
 			if err := s.deliver(d, out); err != nil {
-				return delivered, err
+				return err
 			}
 		}
 	}

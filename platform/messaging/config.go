@@ -123,6 +123,8 @@ func validateSubscriptions(subs []Subscription) error {
 			errs = append(errs, fmt.Errorf("subscription %s: nil handler", s.Consumer))
 		case len(s.EventTypes) == 0:
 			errs = append(errs, fmt.Errorf("subscription %s: no event types", s.Consumer))
+		case s.Concurrency < 0 || s.Concurrency > MaxConcurrency:
+			errs = append(errs, fmt.Errorf("subscription %s: concurrency %d not in 0..%d", s.Consumer, s.Concurrency, MaxConcurrency))
 		}
 		seen[s.Consumer] = true
 		for _, t := range s.EventTypes {
@@ -133,6 +135,13 @@ func validateSubscriptions(subs []Subscription) error {
 	}
 	return errors.Join(errs...)
 }
+
+// MaxConcurrency bounds Subscription.Concurrency: each handler slot holds one unacked message, and
+// the prefetch of a consumer channel grows with it.
+const MaxConcurrency = 256
+
+// concurrency is the number of messages of s one replica handles at once.
+func (s Subscription) concurrency() int { return max(s.Concurrency, 1) }
 
 // queueName is the durable queue all replicas of one consumer compete on.
 func (c Config) queueName(consumer string) string { return c.QueuePrefix + "." + consumer }

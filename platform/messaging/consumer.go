@@ -21,7 +21,8 @@ const (
 	HeaderDeadAt       = "dead_at"
 )
 
-// newConsumerRouter wires one router handler per subscription. Per message, outermost first:
+// newConsumerRouter wires one router handler per subscription, handling up to its Concurrency
+// messages at once (the router runs each in its own goroutine). Per message, outermost first:
 // dead-lettering, retry with exponential backoff, failure counting, panic recovery, the handler.
 func newConsumerRouter(cfg Config, subs []Subscription, sub *queueSubscriber, dead message.Publisher,
 	m *metrics, logger *slog.Logger, wlogger watermill.LoggerAdapter) (*message.Router, error) {
@@ -30,7 +31,7 @@ func newConsumerRouter(cfg Config, subs []Subscription, sub *queueSubscriber, de
 		return nil, fmt.Errorf("consumer router: %w", err)
 	}
 	for _, s := range subs {
-		h := router.AddConsumerHandler(s.Consumer, cfg.queueName(s.Consumer), sub, handlerFor(s, sub))
+		h := router.AddConsumerHandler(s.Consumer, cfg.queueName(s.Consumer), sub.consumer(s.concurrency()), handlerFor(s, sub))
 		h.AddMiddleware(
 			deadLetter(s.Consumer, cfg.deadQueueName(s.Consumer), dead, m, logger),
 			middleware.Retry{

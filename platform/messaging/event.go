@@ -60,4 +60,7 @@ type Subscription struct {
 	Consumer   string
 	EventTypes []string
 	Handle     Handler
+	// Concurrency is how many messages of this consumer one replica handles at once, each with its
+	// own ack, retries and dead-lettering; order between them is not kept. 0 means 1.
+	Concurrency int
 }

@@ -249,7 +249,7 @@ func Test_a_stale_delivery_request_sends_nothing(t *testing.T) {
 	stale := append(h.observedRequests(d.ID), contract.DeliveryRequestedPayload{DeliveryID: d.ID, ClaimID: uuid.New()})
 	staleBefore := hosttest.Metric(t, h.registry, "keelson_webhooks_stale_requests_total")
 	for _, p := range stale {
-		e, err := messaging.NewEvent(ctx, contract.Source, contract.DeliveryRequestedShard(deliveryShard(p.DeliveryID)), p)
+		e, err := messaging.NewEvent(ctx, contract.Source, contract.DeliveryRequested, p)
 		require.NoError(t, err)
 		require.NoError(t, h.db.WithTx(ctx, func(ctx context.Context) error { return h.svc.events.Publish(ctx, e) }))
 		require.NoError(t, h.svc.handleDeliveryRequested(ctx, e))

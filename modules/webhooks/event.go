@@ -185,9 +185,8 @@ func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {
 	return out, err
 }
 
-// deliveryRequested is the outbox message asking a consumer to attempt a claimed delivery, routed
-// to the delivery's shard.
+// deliveryRequested is the outbox message asking a consumer to attempt a claimed delivery.
 func (s *Service) deliveryRequested(ctx context.Context, deliveryID, claim uuid.UUID) (messaging.Event, error) {
-	return messaging.NewEvent(ctx, contract.Source, contract.DeliveryRequestedShard(deliveryShard(deliveryID)),
+	return messaging.NewEvent(ctx, contract.Source, contract.DeliveryRequested,
 		contract.DeliveryRequestedPayload{DeliveryID: deliveryID, ClaimID: claim})
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -99,7 +98,7 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 	h := &harness{t: t, database: dbase, db: db, svc: mod.Service(), api: srv, registry: promReg}
 	if opts.bus {
 		subs := append(reg.Subscriptions(), messaging.Subscription{
-			Consumer: "test.observer", EventTypes: []string{contract.DeliveryFailed, contract.DeliveryRequestedAll, pcontract.EventActionResult},
+			Consumer: "test.observer", EventTypes: []string{contract.DeliveryFailed, contract.DeliveryRequested, pcontract.EventActionResult},
 			Handle: h.observe,
 		})
 		h.startBus(subs, logger, promReg)
@@ -253,7 +252,7 @@ func (h *harness) outbox() []outboxMessage {
 func (h *harness) deliveryRequests() []contract.DeliveryRequestedPayload {
 	var out []contract.DeliveryRequestedPayload
 	for _, m := range h.outbox() {
-		if !strings.HasPrefix(m.Topic, contract.DeliveryRequested+".") {
+		if m.Topic != contract.DeliveryRequested {
 			continue
 		}
 		var p contract.DeliveryRequestedPayload

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/keelson/keelson/migrations"
@@ -29,19 +28,13 @@ const Name = "webhooks"
 // Consumers of the module.
 const (
 	fanoutConsumer   = "webhooks.fanout"
-	deliveryConsumer = "webhooks.delivery" // + ".<shard>"
+	deliveryConsumer = "webhooks.delivery"
 	sweepSchedule    = "webhooks.sweep"
 )
 
-// deliveryShards is how many delivery consumers every replica runs. A bus consumer handles one
-// message at a time, and a send waits on a remote server; so DeliveryRequested is routed by delivery
-// id to one of these shard queues, and each replica sends up to deliveryShards requests at once while
-// every message keeps the bus's ack-after-handling, retry and dead-letter rules. All replicas must
-// agree on it: it names queues and routing keys.
-const deliveryShards = 16
-
-// deliveryShard is the shard of a delivery: stable, so every request for it takes the same queue.
-func deliveryShard(id uuid.UUID) int { return int(id[15]) % deliveryShards }
+// deliveryConcurrency is how many deliveries one replica sends at once: a send mostly waits on a
+// remote server (up to SendTimeout), so one at a time would let a single slow receiver stall all.
+const deliveryConcurrency = 16
 
 const defaultSweepBatch = 500
 
@@ -125,13 +118,8 @@ func (m *Module) Register(r *module.Registry) error {
 	m.service = svc
 	r.Routes(func(api *gin.RouterGroup) { mountRoutes(api.Group("/webhooks"), svc) })
 	r.Subscribe(messaging.Subscription{Consumer: fanoutConsumer, EventTypes: SourceEventTypes(), Handle: svc.handleIntegrationEvent})
-	for shard := range deliveryShards {
-		r.Subscribe(messaging.Subscription{
-			Consumer:   fmt.Sprintf("%s.%d", deliveryConsumer, shard),
-			EventTypes: []string{contract.DeliveryRequestedShard(shard)},
-			Handle:     svc.handleDeliveryRequested,
-		})
-	}
+	r.Subscribe(messaging.Subscription{Consumer: deliveryConsumer, EventTypes: []string{contract.DeliveryRequested},
+		Concurrency: deliveryConcurrency, Handle: svc.handleDeliveryRequested})
 	r.Schedule(jobs.Schedule{Name: sweepSchedule, Interval: m.cfg.SweepInterval, Run: svc.Sweep})
 	r.OpenAPI(openAPIFragment)
 	return m.registerProposals(r, svc)

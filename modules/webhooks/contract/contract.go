@@ -2,25 +2,15 @@
 // the only part of the module other modules may import.
 package contract
 
-import (
-	"strconv"
-
-	"github.com/google/uuid"
-)
+import "github.com/google/uuid"
 
 // Event types published by the webhooks module.
 const (
 	// DeliveryRequested asks a consumer to attempt one claimed delivery (internal to the module).
-	// It is published as "webhooks.delivery_requested.<shard>"; DeliveryRequestedAll binds them all.
 	DeliveryRequested = "webhooks.delivery_requested"
-	// DeliveryRequestedAll is the binding key matching every shard of DeliveryRequested.
-	DeliveryRequestedAll = DeliveryRequested + ".*"
 	// DeliveryFailed says a delivery exhausted its retry schedule.
 	DeliveryFailed = "webhooks.delivery_failed"
 )
-
-// DeliveryRequestedShard is the event type of a DeliveryRequested routed to one shard queue.
-func DeliveryRequestedShard(shard int) string { return DeliveryRequested + "." + strconv.Itoa(shard) }
 
 // Source is the Source of every event the module publishes.
 const Source = "webhooks"

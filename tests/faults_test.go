@@ -8,12 +8,17 @@ import (
 	"time"
 )
 
+// receiverDelay is how long the receiver takes to answer: at 200 deliveries/s it keeps a few
+// requests in flight in each replica when a fault hits.
+const receiverDelay = 25 * time.Millisecond
+
 // faultRun is the common shape of the fault tests: 1,000 events to two subscriptions (2,000
 // deliveries) posted to both replicas at 100 events/s; fault runs once 20 % of them have arrived.
 func faultRun(t *testing.T, c *cluster, name string, fault func()) (receiptStats, *loadRun) {
 	t.Helper()
 	c.subscribe("all", []string{"*"}, true)
 	c.subscribe("load", []string{"load.*"}, true)
+	c.receiver.SetDelay(receiverDelay)
 	start := time.Now()
 	load := c.startLoad(name, "load.tick", 1000, 100, []string{"all", "load"})
 	load.waitProgress(0.2)

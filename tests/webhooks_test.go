@@ -125,6 +125,7 @@ func TestSteadyLoadDeliversEachOnce(t *testing.T) {
 	c := newCluster(t, clusterOptions{})
 	c.subscribe("all", []string{"*"}, true)
 	c.subscribe("load", []string{"load.*"}, true)
+	c.receiver.SetDelay(receiverDelay)
 	start := time.Now()
 	load := c.startLoad("steady", "load.tick", 1000, 100, []string{"all", "load"})
 	s := load.finish(0)

@@ -278,3 +278,66 @@ func TestConcurrencyOutOfRangeIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// Two copies of one event (at-least-once delivery) are never handled at the same moment by a
+// consumer with Concurrency > 1 in one replica, while distinct events still run side by side.
+func TestCopiesOfOneEventAreHandledOneAfterTheOther(t *testing.T) {
+	db := dbtest.New(t)
+	pub := newPublisher(t, db)
+	cfg := testConfig(t, "copies")
+
+	var all inFlight
+	var mu sync.Mutex
+	perID := map[string]*inFlight{}
+	overlap := newBarrier(3)
+	got := newCollector()
+	handle := func(ctx context.Context, e messaging.Event) error {
+		mu.Lock()
+		f := perID[e.ID]
+		if f == nil {
+			f = &inFlight{}
+			perID[e.ID] = f
+		}
+		mu.Unlock()
+		f.enter()
+		all.enter()
+		defer f.leave()
+		defer all.leave()
+		overlap.wait(300 * time.Millisecond) // holds each copy long enough for an overlap to show
+		return got.handle(ctx, e)
+	}
+	startBus(t, cfg, db, messaging.Subscription{Consumer: "copies", EventTypes: []string{"test.copy"}, Concurrency: 4, Handle: handle})
+
+	ctx := context.Background()
+	var ids []string
+	for i := range 3 {
+		e, err := messaging.NewEvent(ctx, "test", "test.copy", map[string]int{"i": i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, e.ID)
+		for range 2 { // the same event twice, as a repeated forward would
+			if err := db.WithTx(ctx, func(ctx context.Context) error { return pub.Publish(ctx, e) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitFor(t, 30*time.Second, "both copies of every event", func() bool {
+		_, deliveries := got.snapshot()
+		return deliveries == 6
+	})
+	seen, _ := got.snapshot()
+	for _, id := range ids {
+		if seen[id] != 2 {
+			t.Errorf("event %s handled %d times, want 2", id, seen[id])
+		}
+		mu.Lock()
+		if n := perID[id].max(); n != 1 {
+			t.Errorf("%d copies of event %s handled at once, want 1", n, id)
+		}
+		mu.Unlock()
+	}
+	if n := all.max(); n < 2 {
+		t.Errorf("at most %d handlers at once, want distinct events side by side", n)
+	}
+}

@@ -23,7 +23,8 @@ const (
 
 // newConsumerRouter wires one router handler per subscription, handling up to its Concurrency
 // messages at once (the router runs each in its own goroutine). Per message, outermost first:
-// dead-lettering, retry with exponential backoff, failure counting, panic recovery, the handler.
+// one copy of a message at a time (Concurrency > 1 only), dead-lettering, retry with exponential
+// backoff, failure counting, panic recovery, the handler.
 func newConsumerRouter(cfg Config, subs []Subscription, sub *queueSubscriber, dead message.Publisher,
 	m *metrics, logger *slog.Logger, wlogger watermill.LoggerAdapter) (*message.Router, error) {
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: cfg.ShutdownTimeout + 5*time.Second}, wlogger)
@@ -32,6 +33,9 @@ func newConsumerRouter(cfg Config, subs []Subscription, sub *queueSubscriber, de
 	}
 	for _, s := range subs {
 		h := router.AddConsumerHandler(s.Consumer, cfg.queueName(s.Consumer), sub.consumer(s.concurrency()), handlerFor(s, sub))
+		if s.concurrency() > 1 {
+			h.AddMiddleware(oneCopyAtATime(sub.hard))
+		}
 		h.AddMiddleware(
 			deadLetter(s.Consumer, cfg.deadQueueName(s.Consumer), dead, m, logger),
 			middleware.Retry{

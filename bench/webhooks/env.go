@@ -156,11 +156,8 @@ func deleteTopology(amqpURL, prefix string) {
 		return
 	}
 	defer ch.Close()
-	consumers := []string{"webhooks.fanout", "webhooks.proposals",
+	consumers := []string{"webhooks.fanout", "webhooks.delivery", "webhooks.proposals",
 		"conversations.proposals", "proposals.intake", "proposals.results"}
-	for i := range 64 {
-		consumers = append(consumers, fmt.Sprintf("webhooks.delivery.%d", i))
-	}
 	for _, c := range consumers {
 		_, _ = ch.QueueDelete(prefix+"."+c, false, false, false)
 		_, _ = ch.QueueDelete(prefix+"."+c+".dead", false, false, false)

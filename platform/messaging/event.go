@@ -61,6 +61,7 @@ type Subscription struct {
 	EventTypes []string
 	Handle     Handler
 	// Concurrency is how many messages of this consumer one replica handles at once, each with its
-	// own ack, retries and dead-lettering; order between them is not kept. 0 means 1.
+	// own ack, retries and dead-lettering; order between them is not kept, and two copies of one
+	// event still run one after the other. 0 means 1.
 	Concurrency int
 }

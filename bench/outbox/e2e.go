@@ -126,14 +126,16 @@ func (e *e2e) startBus(ctx context.Context, forwarders int, handle messaging.Han
 	select {
 	case <-bus.Ready():
 	case err := <-bb.done:
-		return nil, fmt.Errorf("bus stopped: %v", err)
+		return nil, fmt.Errorf("bus stopped: %w", err)
 	}
 	return bb, nil
 }
 
 func (bb *benchBus) stop(amqpURL string) {
 	bb.cancel()
-	<-bb.done
+	if err := <-bb.done; err != nil {
+		fmt.Println("bus stopped with:", err)
+	}
 	conn, err := amqp.Dial(amqpURL)
 	if err != nil {
 		return

@@ -19,14 +19,14 @@ func pgbench(ctx context.Context, adminURL string, started chan<- struct{}) (flo
 	}
 	defer drop()
 	if out, err := exec.CommandContext(ctx, "pgbench", "-i", "-q", dbURL).CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("pgbench -i: %v: %s", err, out)
+		return 0, fmt.Errorf("pgbench -i: %w: %s", err, out)
 	}
 	if started != nil {
 		close(started)
 	}
 	out, err := exec.CommandContext(ctx, "pgbench", "-N", "-c", "8", "-j", "2", "-T", "10", dbURL).CombinedOutput()
 	if err != nil {
-		return 0, fmt.Errorf("pgbench -N: %v: %s", err, out)
+		return 0, fmt.Errorf("pgbench -N: %w: %s", err, out)
 	}
 	m := tpsPattern.FindSubmatch(out)
 	if m == nil {

@@ -53,7 +53,7 @@ func rawConfirmRate(ctx context.Context, amqpURL string, publishers, n int) (flo
 					return
 				}
 				if ok, err := dc.WaitContext(ctx); err != nil || !ok {
-					errs <- fmt.Errorf("confirm: %v %v", ok, err)
+					errs <- fmt.Errorf("confirm: %v %w", ok, err)
 					return
 				}
 			}

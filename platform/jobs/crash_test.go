@@ -89,6 +89,9 @@ func jobIDs(t *testing.T, db *database.DB) []uuid.UUID {
 		}
 		ids = append(ids, id)
 	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 	return ids
 }
 

@@ -105,6 +105,9 @@ func loadRuns(t *testing.T, db *database.DB) []scheduleRun {
 		}
 		runs = append(runs, r)
 	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 	if len(runs) == 0 {
 		t.Fatal(fmt.Errorf("no runs"))
 	}

@@ -74,12 +74,12 @@ func provokeDeadlock(t *testing.T, db *sql.DB) error {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx1.Rollback()
+	defer func() { _ = tx1.Rollback() }()
 	tx2, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx2.Rollback()
+	defer func() { _ = tx2.Rollback() }()
 	if _, err := tx1.ExecContext(ctx, `UPDATE parents SET id = id WHERE id = 1`); err != nil {
 		t.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("invalid queue prefix %q", c.QueuePrefix))
 	}
 	if c.Forwarders > 64 {
-		errs = append(errs, fmt.Errorf("Forwarders %d > 64", c.Forwarders))
+		errs = append(errs, fmt.Errorf("forwarders %d > 64", c.Forwarders))
 	}
 	return errors.Join(errs...)
 }

@@ -51,7 +51,7 @@ func eventFromMessage(msg *message.Message) (Event, error) {
 	}
 	occurredAt, err := time.Parse(time.RFC3339Nano, msg.Metadata.Get(HeaderOccurredAt))
 	if err != nil {
-		return Event{}, fmt.Errorf("%w %s: occurred_at: %v", errUndecodable, id, err)
+		return Event{}, fmt.Errorf("%w %s: occurred_at: %w", errUndecodable, id, err)
 	}
 	e := Event{
 		ID:            id,

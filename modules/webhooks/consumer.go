@@ -8,7 +8,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/modules/webhooks/contract"
-	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/messaging"
 )
@@ -30,23 +29,24 @@ type Attempt struct {
 // TableName is the module's table.
 func (Attempt) TableName() string { return "webhook_attempts" }
 
-// handleDeliveryRequested attempts one claimed delivery. The claim is checked first, so a stale or
-// duplicated message costs one read and sends nothing. The outcome is committed with the xmin check:
-// if a redelivery changed the row meanwhile, this outcome is dropped and the redelivery's attempt counts.
+// handleDeliveryRequested attempts one claimed delivery. It first TAKES the claim: one conditional
+// UPDATE (store.takeClaim) marks the claim's attempt as started and reads what to send, so of all
+// copies of one request, on any replica, at most one handler sends; a stale or duplicated copy
+// matches no row and sends nothing. A handler that dies after the take leaves the row pending with
+// next_attempt_at = claim time + lease: the sweep claims it afresh after the lease and that new
+// claim is sent once more — at least once overall, at most one send per claim. The outcome is
+// committed with the xmin check against the take's version: if a redelivery changed the row
+// meanwhile, this outcome is dropped and the redelivery's attempt counts.
 func (s *Service) handleDeliveryRequested(ctx context.Context, e messaging.Event) error {
 	var req contract.DeliveryRequestedPayload
 	if err := e.Decode(&req); err != nil {
 		return err
 	}
-	d, sub, ev, err := s.store.deliveryToSend(ctx, req.DeliveryID)
-	if errors.Is(err, apperr.ErrNotFound) {
-		s.log.Warn("delivery requested for an unknown delivery", "delivery_id", req.DeliveryID)
-		return nil
-	}
+	d, sub, ev, taken, err := s.store.takeClaim(ctx, req.DeliveryID, req.ClaimID)
 	if err != nil {
 		return err
 	}
-	if !d.IsClaimedBy(req.ClaimID) {
+	if !taken {
 		s.metrics.stale.Inc()
 		return nil
 	}
@@ -116,7 +116,8 @@ func (s *Service) recordOutcome(ctx context.Context, d *Delivery, res sendResult
 	return nil
 }
 
-// giveUp fails a delivery whose subscription no longer takes events; nothing is sent.
+// giveUp fails a delivery whose subscription no longer takes events; nothing is sent. Only the
+// handler that took the claim gets here, and its save is xmin-checked against the take's version.
 func (s *Service) giveUp(ctx context.Context, d *Delivery, reason string) error {
 	d.GiveUp(s.now(), reason)
 	err := s.db.WithTx(ctx, func(ctx context.Context) error { return s.store.saveDelivery(ctx, d) })

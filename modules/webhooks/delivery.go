@@ -44,6 +44,7 @@ type Delivery struct {
 	NextTrigger    Trigger    `gorm:"column:next_trigger"`
 	NextAttemptAt  *time.Time `gorm:"column:next_attempt_at"` // due time, or the end of the lease while claimed
 	ClaimID        *uuid.UUID `gorm:"column:claim_id"`
+	SentClaimID    *uuid.UUID `gorm:"column:sent_claim_id"` // the claim whose attempt has started (CanStartAttempt)
 	LastStatusCode *int       `gorm:"column:last_status_code"`
 	LastError      string     `gorm:"column:last_error"`
 	CreatedAt      time.Time  `gorm:"column:created_at"`
@@ -77,10 +78,27 @@ func (d *Delivery) Claim(now time.Time, lease time.Duration) uuid.UUID {
 	return claim
 }
 
-// IsClaimedBy is true when the delivery is pending and claim is its current claim: only then may
-// the holder send. A stale or duplicated request fails this check and sends nothing.
+// IsClaimedBy is true when the delivery is pending and claim is its current claim. A stale request
+// fails this check and sends nothing.
 func (d *Delivery) IsClaimedBy(claim uuid.UUID) bool {
 	return d.Status == StatusPending && d.ClaimID != nil && *d.ClaimID == claim
+}
+
+// CanStartAttempt is true when claim is current and no attempt was started under it: only then may a
+// handler send. A duplicated request (a second copy of the same claim) fails it and sends nothing.
+// store.takeClaim applies this rule and StartAttempt in one conditional UPDATE, so two replicas
+// handling copies of one request cannot both pass it.
+func (d *Delivery) CanStartAttempt(claim uuid.UUID) bool {
+	return d.IsClaimedBy(claim) && (d.SentClaimID == nil || *d.SentClaimID != claim)
+}
+
+// StartAttempt marks the current claim as taken by the handler about to send; it stays pending and
+// claimed, so if that handler dies the lease expires and the sweep claims the delivery afresh.
+func (d *Delivery) StartAttempt() {
+	if d.ClaimID != nil {
+		taken := *d.ClaimID
+		d.SentClaimID = &taken
+	}
 }
 
 // NextAttemptNumber is the number the next attempt gets.

@@ -53,33 +53,42 @@ func (s store) subscription(ctx context.Context, id uuid.UUID) (*Subscription, e
 	return &sub, nil
 }
 
-// deliveryToSend loads a delivery with its row version, its subscription (even deleted, so the
-// delivery can be given up with a reason) and its event, in one round trip: the consumer's only read.
-// The row version is all the xmin check of the later Save needs from the read.
-func (s store) deliveryToSend(ctx context.Context, id uuid.UUID) (*Delivery, *Subscription, *eventRecord, error) {
-	d, sub, ev := &Delivery{}, &Subscription{}, &eventRecord{}
-	err := s.conn(ctx).Raw(`SELECT d.id, d.subscription_id, d.event_id, d.event_type, d.status, d.attempt_count,
-		d.round_failures, d.next_trigger, d.next_attempt_at, d.claim_id, d.last_status_code, d.last_error,
-		d.created_at, d.updated_at, d.xmin,
-		s.url, s.enabled, s.deleted_at, s.secret, s.previous_secret, s.previous_secret_expires_at,
-		e.type, e.data, e.created_at
-		FROM webhook_deliveries d
+// takeClaim starts the attempt of a claim: in one statement it applies Delivery.CanStartAttempt
+// and StartAttempt as a conditional UPDATE (pending, claim current, not yet taken → sent_claim_id =
+// claim) and returns the taken delivery with its new row version, its subscription (even deleted, so
+// the delivery can be given up with a reason) and its event: the consumer's only read. Of two
+// handlers of the same claim, on any replicas, the row lock lets one through; the other re-checks
+// the committed row, matches nothing and gets taken = false, as does a stale claim. The returned
+// version is what the outcome's xmin check compares against.
+func (s store) takeClaim(ctx context.Context, id, claim uuid.UUID) (d *Delivery, sub *Subscription, ev *eventRecord, taken bool, err error) {
+	d, sub, ev = &Delivery{}, &Subscription{}, &eventRecord{}
+	err = s.conn(ctx).Raw(`WITH taken AS (
+		UPDATE webhook_deliveries SET sent_claim_id = claim_id
+		WHERE id = ? AND status = ? AND claim_id = ? AND sent_claim_id IS DISTINCT FROM claim_id
+		RETURNING id, subscription_id, event_id, event_type, status, attempt_count, round_failures,
+			next_trigger, next_attempt_at, claim_id, sent_claim_id, last_status_code, last_error,
+			created_at, updated_at, xmin)
+		SELECT d.id, d.subscription_id, d.event_id, d.event_type, d.status, d.attempt_count,
+			d.round_failures, d.next_trigger, d.next_attempt_at, d.claim_id, d.sent_claim_id,
+			d.last_status_code, d.last_error, d.created_at, d.updated_at, d.xmin,
+			s.url, s.enabled, s.deleted_at, s.secret, s.previous_secret, s.previous_secret_expires_at,
+			e.type, e.data, e.created_at
+		FROM taken d
 		JOIN webhook_subscriptions s ON s.id = d.subscription_id
-		JOIN webhook_events e ON e.id = d.event_id
-		WHERE d.id = ?`, id).Row().Scan(
+		JOIN webhook_events e ON e.id = d.event_id`, id, StatusPending, claim).Row().Scan(
 		&d.ID, &d.SubscriptionID, &d.EventID, &d.EventType, &d.Status, &d.AttemptCount,
-		&d.RoundFailures, &d.NextTrigger, &d.NextAttemptAt, &d.ClaimID, &d.LastStatusCode, &d.LastError,
-		&d.CreatedAt, &d.UpdatedAt, &d.Version,
+		&d.RoundFailures, &d.NextTrigger, &d.NextAttemptAt, &d.ClaimID, &d.SentClaimID,
+		&d.LastStatusCode, &d.LastError, &d.CreatedAt, &d.UpdatedAt, &d.Version,
 		&sub.URL, &sub.Enabled, &sub.DeletedAt, &sub.Secret, &sub.PreviousSecret, &sub.PreviousSecretExpiresAt,
 		&ev.Type, &ev.Data, &ev.CreatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, nil, apperr.NotFound("delivery", id.String())
+		return nil, nil, nil, false, nil
 	}
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, false, fmt.Errorf("take claim %s of delivery %s: %w", claim, id, err)
 	}
 	sub.ID, ev.ID = d.SubscriptionID, d.EventID
-	return d, sub, ev, nil
+	return d, sub, ev, true, nil
 }
 
 func (s store) subscriptions(ctx context.Context, after uuid.UUID, limit int) ([]Subscription, error) {

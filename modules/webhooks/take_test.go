@@ -1,0 +1,248 @@
+package webhooks
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/keelson/keelson/modules/webhooks/contract"
+	"github.com/keelson/keelson/platform/host/hosttest"
+	"github.com/keelson/keelson/platform/messaging"
+)
+
+func Test_a_claim_starts_one_attempt_and_a_new_claim_can_start_another(t *testing.T) {
+	now := time.Now()
+	d, claim := testDelivery(t, now)
+	require.True(t, d.CanStartAttempt(claim))
+	require.False(t, d.CanStartAttempt(uuid.New()), "a stale claim starts nothing")
+
+	d.StartAttempt()
+	require.Equal(t, claim, *d.SentClaimID)
+	require.True(t, d.IsClaimedBy(claim), "taking a claim keeps it: the lease still guards the row")
+	require.False(t, d.CanStartAttempt(claim), "a second copy of the same claim starts nothing")
+
+	again := d.Claim(now, time.Minute) // the sweep after the lease, or a redelivery
+	require.Equal(t, claim, *d.SentClaimID, "Claim leaves the taken claim alone")
+	require.True(t, d.CanStartAttempt(again))
+	require.False(t, d.CanStartAttempt(claim))
+
+	d.StartAttempt()
+	d.MarkSucceeded(now, 204)
+	require.False(t, d.CanStartAttempt(again), "a finished delivery starts nothing")
+}
+
+// handleCopies hands copies of one DeliveryRequested message (the same event: same id, same payload)
+// to the consumers of two replicas, alternately, released together so they race for the claim.
+func handleCopies(t *testing.T, replicas []*harness, e messaging.Event, copies int) {
+	t.Helper()
+	start := make(chan struct{})
+	var ready, done sync.WaitGroup
+	errs := make([]error, copies)
+	for i := range copies {
+		ready.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			ready.Done()
+			<-start
+			errs[i] = replicas[i%len(replicas)].svc.handleDeliveryRequested(context.Background(), e)
+		}()
+	}
+	ready.Wait()
+	close(start)
+	done.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "copy %d", i)
+	}
+}
+
+func staleTotal(t *testing.T, replicas []*harness) float64 {
+	total := 0.0
+	for _, h := range replicas {
+		total += hosttest.Metric(t, h.registry, "keelson_webhooks_stale_requests_total")
+	}
+	return total
+}
+
+func requestEvent(t *testing.T, p contract.DeliveryRequestedPayload) messaging.Event {
+	t.Helper()
+	e, err := messaging.NewEvent(context.Background(), contract.Source, contract.DeliveryRequested, p)
+	require.NoError(t, err)
+	return e
+}
+
+func Test_copies_of_one_request_handled_at_once_on_two_replicas_send_once_per_claim(t *testing.T) {
+	const rounds = 30
+	a := newHarness(t, testConfig(), harnessOptions{})
+	b := newHarness(t, testConfig(), harnessOptions{database: a.database})
+	replicas := []*harness{a, b}
+	// A receiver that takes a moment keeps every copy's read inside the first copy's send.
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(5 * time.Millisecond)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	a.subscribe(rc.URL, "*")
+	ctx := context.Background()
+
+	receipts := func(webhookID string) int {
+		n := 0
+		for _, r := range rc.received() {
+			if r.header.Get("webhook-id") == webhookID {
+				n++
+			}
+		}
+		return n
+	}
+	claims := 0
+	for round := range rounds {
+		res, err := a.svc.PublishEvent(ctx, EventInput{Type: "copies.round", Data: []byte(`{"round":1}`)})
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Deliveries)
+		var born Delivery
+		require.NoError(t, a.db.Gorm().Where("event_id = ?", res.ID).Take(&born).Error)
+		fanout := a.deliveryRequestsOf(born.ID)
+		require.Len(t, fanout, 1, "round %d: the fan-out's request is in the outbox", round)
+		req := fanout[0]
+
+		copies := 2 + round%3
+		staleBefore := staleTotal(t, replicas)
+		handleCopies(t, replicas, requestEvent(t, req), copies)
+		claims++
+		require.Equal(t, 1, receipts(res.ID), "round %d: %d copies of the born claim, one request", round, copies)
+		require.Equal(t, staleBefore+float64(copies-1), staleTotal(t, replicas), "round %d: every other copy counted stale", round)
+		d, attempts, err := a.svc.Delivery(ctx, req.DeliveryID)
+		require.NoError(t, err)
+		require.Equal(t, StatusSucceeded, d.Status)
+		require.Len(t, attempts, 1, "round %d", round)
+		require.Equal(t, req.ClaimID, *d.SentClaimID, "round %d: the taken claim is the request's", round)
+
+		if round%3 != 0 {
+			continue
+		}
+		// A redelivery is a new claim: copies of it send once more; copies of the old claim, mixed in, nothing.
+		redelivered, err := b.svc.Redeliver(ctx, req.DeliveryID, nil)
+		require.NoError(t, err)
+		fresh := requestEvent(t, contract.DeliveryRequestedPayload{DeliveryID: req.DeliveryID, ClaimID: *redelivered.ClaimID})
+		old := requestEvent(t, req)
+		staleBefore = staleTotal(t, replicas)
+		var wg sync.WaitGroup
+		for _, e := range []messaging.Event{fresh, old} {
+			wg.Add(1)
+			go func() { defer wg.Done(); handleCopies(t, replicas, e, 3) }()
+		}
+		wg.Wait()
+		claims++
+		require.Equal(t, 2, receipts(res.ID), "round %d: one request for the redelivery's claim, none for the old one", round)
+		require.Equal(t, staleBefore+5, staleTotal(t, replicas), "round %d: 2 copies of the new claim and 3 of the old one stale", round)
+		_, attempts, err = a.svc.Delivery(ctx, req.DeliveryID)
+		require.NoError(t, err)
+		require.Len(t, attempts, 2)
+		require.Equal(t, TriggerRedeliver, attempts[1].Trigger)
+	}
+	require.Equal(t, claims, rc.count(), "exactly one request per claim over all rounds")
+	t.Logf("%d rounds, %d claims, %d requests received, %.0f copies dropped as stale", rounds, claims, rc.count(), staleTotal(t, replicas))
+}
+
+func Test_copies_for_a_disabled_subscription_give_up_once_and_send_nothing(t *testing.T) {
+	a := newHarness(t, testConfig(), harnessOptions{})
+	b := newHarness(t, testConfig(), harnessOptions{database: a.database})
+	replicas := []*harness{a, b}
+	rc := newReceiver(t, nil)
+	a.subscribe(rc.URL, "*")
+	ctx := context.Background()
+	const rounds = 10
+	for range rounds {
+		_, err := a.svc.PublishEvent(ctx, EventInput{Type: "copies.disabled", Data: []byte(`{}`)})
+		require.NoError(t, err)
+	}
+	require.NoError(t, a.db.Gorm().Exec(`UPDATE webhook_subscriptions SET enabled = false`).Error)
+
+	requests := a.deliveryRequests()
+	require.Len(t, requests, rounds)
+	for i, req := range requests {
+		handleCopies(t, replicas, requestEvent(t, req), 2+i%3)
+		d, attempts, err := a.svc.Delivery(ctx, req.DeliveryID)
+		require.NoError(t, err)
+		require.Equal(t, StatusFailed, d.Status)
+		require.Contains(t, d.LastError, "subscription deleted or disabled")
+		require.Empty(t, attempts)
+	}
+	cancelled := 0.0
+	for _, h := range replicas {
+		cancelled += hosttest.Metric(t, h.registry, "keelson_webhooks_delivery_outcomes_total", "outcome", "cancelled")
+	}
+	require.Equal(t, float64(rounds), cancelled, "one give-up per delivery: only the handler that took the claim")
+	require.Zero(t, rc.count())
+}
+
+func Test_a_claim_taken_by_a_consumer_that_died_is_claimed_again_after_the_lease_and_sent_once(t *testing.T) {
+	cfg := testConfig()
+	cfg.SendTimeout, cfg.ClaimLease = 500*time.Millisecond, 1500*time.Millisecond
+	dead := newHarness(t, cfg, harnessOptions{})
+	var mu sync.Mutex
+	var receivedAt []time.Time
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		receivedAt = append(receivedAt, time.Now())
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	dead.subscribe(rc.URL, "*")
+	ctx := context.Background()
+	published := time.Now()
+	res, err := dead.svc.PublishEvent(ctx, EventInput{Type: "taken.then.died", Data: []byte(`{}`)})
+	require.NoError(t, err)
+	requests := dead.deliveryRequests()
+	require.Len(t, requests, 1)
+	original := requests[0]
+
+	// The consumer of the dead replica took the claim, then died: no send, no outcome.
+	_, _, _, taken, err := dead.svc.store.takeClaim(ctx, original.DeliveryID, original.ClaimID)
+	require.NoError(t, err)
+	require.True(t, taken)
+
+	// A live replica gets the original message again (the outbox forwards it) and runs the sweep.
+	live := newHarness(t, cfg, harnessOptions{database: dead.database, bus: true, jobs: true})
+	hosttest.Eventually(t, 20*time.Second, func() bool {
+		d, _, err := live.svc.Delivery(ctx, original.DeliveryID)
+		return err == nil && d.Status == StatusSucceeded
+	}, "the delivery is sent after the lease")
+	require.Equal(t, 1.0, hosttest.Metric(t, live.registry, "keelson_webhooks_stale_requests_total"),
+		"the original request arrived with its claim taken and sent nothing")
+
+	d, attempts, err := live.svc.Delivery(ctx, original.DeliveryID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 1)
+	require.Equal(t, TriggerScheduled, attempts[0].Trigger)
+	hosttest.Eventually(t, 10*time.Second, func() bool { return len(live.observedRequests(original.DeliveryID)) == 2 },
+		"the fan-out's request and the sweep's observed")
+	var reclaimed uuid.UUID
+	for _, r := range live.observedRequests(original.DeliveryID) {
+		if r.ClaimID != original.ClaimID {
+			reclaimed = r.ClaimID
+		}
+	}
+	require.NotEqual(t, uuid.Nil, reclaimed, "the sweep published a new claim")
+	require.Equal(t, reclaimed, *d.SentClaimID, "the sweep's new claim was taken and sent")
+	require.Equal(t, 1, rc.count(), "sent once")
+	require.Equal(t, res.ID, rc.received()[0].header.Get("webhook-id"))
+	mu.Lock()
+	defer mu.Unlock()
+	require.False(t, receivedAt[0].Before(published.Add(cfg.ClaimLease)), "not before the taken claim's lease ended")
+}
+
+// deliveryRequestsOf are the DeliveryRequested messages in the outbox for one delivery, oldest first.
+func (h *harness) deliveryRequestsOf(id uuid.UUID) []contract.DeliveryRequestedPayload {
+	var out []contract.DeliveryRequestedPayload
+	for _, r := range h.deliveryRequests() {
+		if r.DeliveryID == id {
+			out = append(out, r)
+		}
+	}
+	return out
+}

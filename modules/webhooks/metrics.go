@@ -9,7 +9,7 @@ type metrics struct {
 	deliveries *prometheus.CounterVec   // outcome of each recorded attempt or give-up
 	latency    *prometheus.HistogramVec // duration of each HTTP attempt
 	backlog    prometheus.Gauge         // due pending deliveries seen by the last sweep
-	stale      prometheus.Counter       // requests dropped because their claim was no longer current
+	stale      prometheus.Counter       // requests dropped: their claim no longer current or already taken
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -29,7 +29,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		stale: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "keelson", Subsystem: "webhooks", Name: "stale_requests_total",
-			Help: "Delivery requests ignored because the delivery was no longer claimed by them.",
+			Help: "Delivery requests ignored because their claim was no longer current or was already taken by another copy.",
 		}),
 	}
 	for _, c := range []prometheus.Collector{m.deliveries, m.latency, m.backlog, m.stale} {

@@ -22,11 +22,13 @@ func brokerURL() string {
 }
 
 // Timings short enough for tests, and a failed attempt is retried many times before a delivery
-// could be given up. The lease runs from the claim (at ingestion), so it must exceed the longest
-// wait of a delivery in the queue, or the sweep re-claims deliveries that are merely queued.
+// could be given up. The lease bounds how long a delivery whose sender died stays taken; it runs
+// from the claim (at ingestion), so it must also exceed the longest wait of a delivery in the
+// queue (well under a second at the tests' 200 deliveries/s), or the sweep re-claims deliveries
+// that are merely queued.
 const (
 	testSendTimeout   = 2 * time.Second
-	testClaimLease    = 30 * time.Second
+	testClaimLease    = 10 * time.Second
 	testSweepInterval = 300 * time.Millisecond
 	testRetrySchedule = "300ms,500ms,1s,1s,2s,2s,2s,2s,2s,2s,2s,2s"
 )

@@ -34,6 +34,8 @@ func NewHandler(v *Verifier, failEvery int, logger *slog.Logger) http.Handler {
 		_ = json.Unmarshal(body, &envelope) // logged as received even when it is not our envelope
 		attrs := []any{
 			"webhook_id", r.Header.Get(HeaderID),
+			"webhook_timestamp", r.Header.Get(HeaderTimestamp),
+			"webhook_signature", r.Header.Get(HeaderSignature),
 			"type", envelope.Type,
 			"path", r.URL.Path,
 			"data", string(envelope.Data),

@@ -23,12 +23,14 @@ type goBuild struct {
 	Package string
 }
 
-// builtBinaries caches binaries built once per test process, keyed by package.
+// builtBinaries caches binaries built once per test process, keyed by package, from a copy of
+// the Docker build context.
 type builtBinaries struct {
-	mu   sync.Mutex
-	dir  string
-	path map[string]string
-	errs map[string]error
+	mu      sync.Mutex
+	dir     string
+	context string
+	path    map[string]string
+	errs    map[string]error
 }
 
 var binaries = &builtBinaries{path: map[string]string{}, errs: map[string]error{}}
@@ -47,7 +49,7 @@ func TestMain(m *testing.M) {
 }
 
 // binary returns the path of pkg ("./app" or "./examples/receiver") built with the Dockerfile's exact
-// command, building it on first use.
+// command from the files of the Docker build context, building it on first use.
 func binary(t testing.TB, pkg string) string {
 	t.Helper()
 	binaries.mu.Lock()
@@ -59,9 +61,13 @@ func binary(t testing.TB, pkg string) string {
 		t.Fatalf("build %s: %v", pkg, err)
 	}
 	b, err := dockerfileBuild(pkg)
+	if err == nil && binaries.context == "" {
+		binaries.context = filepath.Join(binaries.dir, "context")
+		err = dockerContext(binaries.context)
+	}
 	if err == nil {
 		out := filepath.Join(binaries.dir, filepath.Base(b.Output))
-		err = b.run(out)
+		err = b.run(binaries.context, out)
 		binaries.path[pkg] = out
 	}
 	if err != nil {
@@ -74,12 +80,12 @@ func binary(t testing.TB, pkg string) string {
 // keelson is the binary under test.
 func keelson(t testing.TB) string { return binary(t, "./app") }
 
-// run executes the build into out with the same environment and flags, from the module root.
-func (b goBuild) run(out string) error {
+// run executes the build into out with the same environment and flags, in dir (the module root of a build context).
+func (b goBuild) run(dir, out string) error {
 	args := append([]string{"build"}, b.Flags...)
 	args = append(args, "-o", out, b.Package)
 	cmd := exec.Command("go", args...)
-	cmd.Dir = repoRoot
+	cmd.Dir = dir
 	cmd.Env = os.Environ()
 	for k, v := range b.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)

@@ -35,9 +35,11 @@ func TestDockerfileBuildsAStaticStrippedBinary(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			root, _ := filepath.Abs(repoRoot)
-			if bytes.Contains(raw, []byte(root+"/")) {
-				t.Fatalf("%s contains the build directory %s: -trimpath not applied", pkg, root)
+			for _, dir := range []string{binaries.context, repoRoot} {
+				abs, _ := filepath.Abs(dir)
+				if bytes.Contains(raw, []byte(abs+"/")) {
+					t.Fatalf("%s contains the build directory %s: -trimpath not applied", pkg, abs)
+				}
 			}
 		})
 	}
@@ -147,6 +149,28 @@ func TestDockerfileFinalImagesRunAsNonRoot(t *testing.T) {
 		}
 		if s.entrypoint != `["`+to+`"]` {
 			t.Errorf("stage %s copies the binary to %s but its ENTRYPOINT is %s", name, to, s.entrypoint)
+		}
+	}
+}
+
+func TestDockerignoreKeepsSourcesAndDropsTheRest(t *testing.T) {
+	patterns, err := dockerignore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]bool{
+		"app/main.go":                            false,
+		"migrations/platform/00001_platform.sql": false,
+		"modules/webhooks/openapi.json":          false,
+		"go.sum":                                 false,
+		".git/HEAD":                              true,
+		"bin/keelson":                            true,
+		"docs/architecture.md":                   true,
+		"platform/jobs/runner_test.go":           true,
+		"app/app_test.go":                        true,
+	} {
+		if got := ignored(path, patterns); got != want {
+			t.Errorf("%s ignored = %v, want %v", path, got, want)
 		}
 	}
 }

@@ -32,8 +32,9 @@ func (Attempt) TableName() string { return "webhook_attempts" }
 // handleDeliveryRequested attempts one claimed delivery. It first TAKES the claim: one conditional
 // UPDATE (store.takeClaim) marks the claim's attempt as started and reads what to send, so of all
 // copies of one request, on any replica, at most one handler sends; a stale or duplicated copy
-// matches no row and sends nothing. A handler that dies after the take leaves the row pending with
-// next_attempt_at = claim time + lease: the sweep claims it afresh after the lease and that new
+// matches no row and sends nothing. The take restarts the lease (next_attempt_at = now + lease, and
+// the send timeout is shorter), so the sweep cannot claim the row again while the send runs. A
+// handler that dies after the take leaves the row pending: the sweep claims it afresh after the lease and that new
 // claim is sent once more — at least once overall, at most one send per claim. The outcome is
 // committed with the xmin check against the take's version: if a redelivery changed the row
 // meanwhile, this outcome is dropped and the redelivery's attempt counts.
@@ -42,7 +43,7 @@ func (s *Service) handleDeliveryRequested(ctx context.Context, e messaging.Event
 	if err := e.Decode(&req); err != nil {
 		return err
 	}
-	d, sub, ev, taken, err := s.store.takeClaim(ctx, req.DeliveryID, req.ClaimID)
+	d, sub, ev, taken, err := s.store.takeClaim(ctx, req.DeliveryID, req.ClaimID, s.now().Add(s.cfg.ClaimLease))
 	if err != nil {
 		return err
 	}

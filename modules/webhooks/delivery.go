@@ -92,12 +92,13 @@ func (d *Delivery) CanStartAttempt(claim uuid.UUID) bool {
 	return d.IsClaimedBy(claim) && (d.SentClaimID == nil || *d.SentClaimID != claim)
 }
 
-// StartAttempt marks the current claim as taken by the handler about to send; it stays pending and
-// claimed, so if that handler dies the lease expires and the sweep claims the delivery afresh.
-func (d *Delivery) StartAttempt() {
+// StartAttempt marks the current claim as taken by the handler about to send and restarts the lease
+// from now, so a message that waited in the queue still gets a whole lease for its send. It stays
+// pending and claimed: if that handler dies the lease expires and the sweep claims the delivery afresh.
+func (d *Delivery) StartAttempt(now time.Time, lease time.Duration) {
 	if d.ClaimID != nil {
-		taken := *d.ClaimID
-		d.SentClaimID = &taken
+		taken, due := *d.ClaimID, now.Add(lease)
+		d.SentClaimID, d.NextAttemptAt = &taken, &due
 	}
 }
 

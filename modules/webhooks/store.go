@@ -60,10 +60,10 @@ func (s store) subscription(ctx context.Context, id uuid.UUID) (*Subscription, e
 // handlers of the same claim, on any replicas, the row lock lets one through; the other re-checks
 // the committed row, matches nothing and gets taken = false, as does a stale claim. The returned
 // version is what the outcome's xmin check compares against.
-func (s store) takeClaim(ctx context.Context, id, claim uuid.UUID) (d *Delivery, sub *Subscription, ev *eventRecord, taken bool, err error) {
+func (s store) takeClaim(ctx context.Context, id, claim uuid.UUID, leaseUntil time.Time) (d *Delivery, sub *Subscription, ev *eventRecord, taken bool, err error) {
 	d, sub, ev = &Delivery{}, &Subscription{}, &eventRecord{}
 	err = s.conn(ctx).Raw(`WITH taken AS (
-		UPDATE webhook_deliveries SET sent_claim_id = claim_id
+		UPDATE webhook_deliveries SET sent_claim_id = claim_id, next_attempt_at = ?
 		WHERE id = ? AND status = ? AND claim_id = ? AND sent_claim_id IS DISTINCT FROM claim_id
 		RETURNING id, subscription_id, event_id, event_type, status, attempt_count, round_failures,
 			next_trigger, next_attempt_at, claim_id, sent_claim_id, last_status_code, last_error,
@@ -75,7 +75,7 @@ func (s store) takeClaim(ctx context.Context, id, claim uuid.UUID) (d *Delivery,
 			e.type, e.data, e.created_at
 		FROM taken d
 		JOIN webhook_subscriptions s ON s.id = d.subscription_id
-		JOIN webhook_events e ON e.id = d.event_id`, id, StatusPending, claim).Row().Scan(
+		JOIN webhook_events e ON e.id = d.event_id`, leaseUntil, id, StatusPending, claim).Row().Scan(
 		&d.ID, &d.SubscriptionID, &d.EventID, &d.EventType, &d.Status, &d.AttemptCount,
 		&d.RoundFailures, &d.NextTrigger, &d.NextAttemptAt, &d.ClaimID, &d.SentClaimID,
 		&d.LastStatusCode, &d.LastError, &d.CreatedAt, &d.UpdatedAt, &d.Version,

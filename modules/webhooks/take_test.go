@@ -21,8 +21,10 @@ func Test_a_claim_starts_one_attempt_and_a_new_claim_can_start_another(t *testin
 	require.True(t, d.CanStartAttempt(claim))
 	require.False(t, d.CanStartAttempt(uuid.New()), "a stale claim starts nothing")
 
-	d.StartAttempt()
+	started := now.Add(30 * time.Second) // the request waited in the queue
+	d.StartAttempt(started, time.Minute)
 	require.Equal(t, claim, *d.SentClaimID)
+	require.Equal(t, started.Add(time.Minute), *d.NextAttemptAt, "the take restarts the lease for the send")
 	require.True(t, d.IsClaimedBy(claim), "taking a claim keeps it: the lease still guards the row")
 	require.False(t, d.CanStartAttempt(claim), "a second copy of the same claim starts nothing")
 
@@ -31,7 +33,7 @@ func Test_a_claim_starts_one_attempt_and_a_new_claim_can_start_another(t *testin
 	require.True(t, d.CanStartAttempt(again))
 	require.False(t, d.CanStartAttempt(claim))
 
-	d.StartAttempt()
+	d.StartAttempt(now, time.Minute)
 	d.MarkSucceeded(now, 204)
 	require.False(t, d.CanStartAttempt(again), "a finished delivery starts nothing")
 }
@@ -202,9 +204,13 @@ func Test_a_claim_taken_by_a_consumer_that_died_is_claimed_again_after_the_lease
 	original := requests[0]
 
 	// The consumer of the dead replica took the claim, then died: no send, no outcome.
-	_, _, _, taken, err := dead.svc.store.takeClaim(ctx, original.DeliveryID, original.ClaimID)
+	leaseUntil := time.Now().UTC().Add(cfg.ClaimLease).Truncate(time.Microsecond)
+	_, _, _, taken, err := dead.svc.store.takeClaim(ctx, original.DeliveryID, original.ClaimID, leaseUntil)
 	require.NoError(t, err)
 	require.True(t, taken)
+	stored, _, err := dead.svc.Delivery(ctx, original.DeliveryID)
+	require.NoError(t, err)
+	require.True(t, leaseUntil.Equal(*stored.NextAttemptAt), "the take restarted the lease: the sweep waits for it")
 
 	// A live replica gets the original message again (the outbox forwards it) and runs the sweep.
 	live := newHarness(t, cfg, harnessOptions{database: dead.database, bus: true, jobs: true})

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"testing"
 	"time"
+
+	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
 // receiverDelay is how long the receiver takes to answer: at 200 deliveries/s it keeps a few
@@ -135,7 +137,7 @@ func TestBrokerConnectionCutAndRestoredLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := newTCPProxy(t, broker.Host)
+	proxy := hosttest.NewProxy(t, broker.Host)
 	viaProxy := *broker
 	viaProxy.Host = proxy.Addr()
 	c := newCluster(t, clusterOptions{AMQPURL: viaProxy.String()})

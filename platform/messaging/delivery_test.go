@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keelson/keelson/platform/database/dbtest"
+	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/messaging"
 )
 
@@ -103,9 +104,9 @@ func TestBrokerOutageLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := newTCPProxy(t, target.Host)
+	proxy := hosttest.NewProxy(t, target.Host)
 	cfg := testConfig(t, "outage")
-	cfg.AMQPURL = (&url.URL{Scheme: target.Scheme, User: target.User, Host: proxy.addr(), Path: target.Path}).String()
+	cfg.AMQPURL = (&url.URL{Scheme: target.Scheme, User: target.User, Host: proxy.Addr(), Path: target.Path}).String()
 	got := newCollector()
 	bus := startBus(t, cfg, db, messaging.Subscription{Consumer: "outage", EventTypes: []string{"test.created"}, Handle: got.handle})
 
@@ -119,7 +120,7 @@ func TestBrokerOutageLosesNothing(t *testing.T) {
 	publish(50)
 	waitFor(t, 10*time.Second, "delivery before the outage", func() bool { return got.has(ids) })
 
-	proxy.cut()
+	proxy.Cut()
 	cutAt := time.Now()
 	for time.Since(cutAt) < 10*time.Second {
 		publish(10)
@@ -127,7 +128,7 @@ func TestBrokerOutageLosesNothing(t *testing.T) {
 	if err := bus.bus.Ping(context.Background()); err == nil {
 		t.Error("Ping succeeded while the broker was unreachable")
 	}
-	proxy.restore()
+	proxy.Restore()
 	publish(50)
 
 	waitFor(t, 60*time.Second, "every event after the outage", func() bool { return got.has(ids) })

@@ -1,15 +1,16 @@
-package tests
+package hosttest
 
 import (
+	"context"
 	"io"
 	"net"
 	"sync"
 	"testing"
 )
 
-// tcpProxy forwards loopback connections to a target; Cut drops every connection and refuses new
+// Proxy forwards loopback connections to a target; Cut drops every connection and refuses new
 // ones until Restore, like a broker restart or a network partition seen from the application.
-type tcpProxy struct {
+type Proxy struct {
 	target string
 	ln     net.Listener
 
@@ -19,13 +20,14 @@ type tcpProxy struct {
 	wg    sync.WaitGroup
 }
 
-func newTCPProxy(t *testing.T, target string) *tcpProxy {
+// NewProxy listens on a loopback port and forwards to target (host:port) until the test ends.
+func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &tcpProxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(func() {
@@ -37,10 +39,10 @@ func newTCPProxy(t *testing.T, target string) *tcpProxy {
 }
 
 // Addr is host:port of the proxy.
-func (p *tcpProxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // Cut closes all open connections and refuses new ones.
-func (p *tcpProxy) Cut() {
+func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = true
@@ -50,20 +52,20 @@ func (p *tcpProxy) Cut() {
 }
 
 // Restore accepts connections again.
-func (p *tcpProxy) Restore() {
+func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = false
 }
 
 // Open counts the proxied connections (client side and server side).
-func (p *tcpProxy) Open() int {
+func (p *Proxy) Open() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.conns)
 }
 
-func (p *tcpProxy) accept() {
+func (p *Proxy) accept() {
 	defer p.wg.Done()
 	for {
 		client, err := p.ln.Accept()
@@ -75,14 +77,14 @@ func (p *tcpProxy) accept() {
 	}
 }
 
-func (p *tcpProxy) serve(client net.Conn) {
+func (p *Proxy) serve(client net.Conn) {
 	defer p.wg.Done()
 	if !p.track(client) {
 		_ = client.Close()
 		return
 	}
 	defer p.untrack(client)
-	server, err := net.Dial("tcp", p.target)
+	server, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", p.target)
 	if err != nil {
 		return
 	}
@@ -104,7 +106,7 @@ func (p *tcpProxy) serve(client net.Conn) {
 	copies.Wait()
 }
 
-func (p *tcpProxy) track(c net.Conn) bool {
+func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cut {
@@ -114,7 +116,7 @@ func (p *tcpProxy) track(c net.Conn) bool {
 	return true
 }
 
-func (p *tcpProxy) untrack(c net.Conn) {
+func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	_ = c.Close()

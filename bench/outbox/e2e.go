@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/keelson/keelson/bench/internal/benchenv"
 	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/messaging"
@@ -23,7 +24,7 @@ import (
 // endToEnd measures the production path: outbox.Publisher in a unit of work, the Bus forwarding
 // with publisher confirms, a consumer on RabbitMQ.
 func endToEnd(ctx context.Context, o options) error {
-	dbURL, drop, err := throwaway(ctx, o.adminURL, "keelson_bench_e2e")
+	dbURL, drop, err := benchenv.Throwaway(ctx, o.adminURL, "keelson_bench_e2e")
 	if err != nil {
 		return err
 	}
@@ -199,7 +200,7 @@ func (e *e2e) latencyRun(ctx context.Context, rate int, withPgbench bool) (summa
 		started := make(chan struct{})
 		pgDone = make(chan error, 1)
 		go func() {
-			tps, err := pgbench(ctx, e.o.adminURL, started)
+			tps, err := benchenv.Pgbench(ctx, e.o.adminURL, started)
 			e.lastPgbenchTPS = tps
 			pgDone <- err
 		}()

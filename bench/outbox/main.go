@@ -14,6 +14,8 @@ import (
 	"os"
 	"runtime"
 	"time"
+
+	"github.com/keelson/keelson/bench/internal/benchenv"
 )
 
 type options struct {
@@ -53,7 +55,7 @@ func main() {
 	if err := endToEnd(ctx, o); err != nil {
 		log.Fatalf("end to end: %v", err)
 	}
-	tps, err := pgbench(ctx, o.adminURL, nil)
+	tps, err := benchenv.Pgbench(ctx, o.adminURL, nil)
 	if err != nil {
 		log.Fatalf("pgbench: %v", err)
 	}

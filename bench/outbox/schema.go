@@ -10,6 +10,8 @@ import (
 	wmsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/bench/internal/benchenv"
 )
 
 type schemaCase struct {
@@ -45,7 +47,7 @@ type schemaResult struct {
 
 func measureSchema(ctx context.Context, o options, c schemaCase) (schemaResult, error) {
 	var res schemaResult
-	dbURL, drop, err := throwaway(ctx, o.adminURL, "keelson_bench_schema")
+	dbURL, drop, err := benchenv.Throwaway(ctx, o.adminURL, "keelson_bench_schema")
 	if err != nil {
 		return res, err
 	}

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,8 +17,9 @@ import (
 	"syscall"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver for the admin connection
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/keelson/keelson/bench/internal/benchenv"
 )
 
 const token = "bench-token"
@@ -61,7 +60,7 @@ func randomHex(n int) string {
 }
 
 func newEnvironment(ctx context.Context, o options, bin string) (*environment, error) {
-	dbURL, drop, err := throwaway(ctx, o.adminURL, "keelson_bench_webhooks")
+	dbURL, drop, err := benchenv.Throwaway(ctx, o.adminURL, "keelson_bench_webhooks")
 	if err != nil {
 		return nil, err
 	}
@@ -218,31 +217,4 @@ func (e *environment) post(ctx context.Context, api, path string, body any) ([]b
 func (e *environment) subscribe(ctx context.Context, path string, patterns ...string) error {
 	_, err := e.post(ctx, e.apis[0], "/subscriptions", map[string]any{"url": e.receiver.url + path, "event_types": patterns})
 	return err
-}
-
-// throwaway creates an empty database and returns its URL and a drop function.
-func throwaway(ctx context.Context, adminURL, prefix string) (string, func(), error) {
-	admin, err := sql.Open("pgx", adminURL)
-	if err != nil {
-		return "", nil, err
-	}
-	defer admin.Close()
-	name := prefix + "_" + randomHex(4)
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		return "", nil, fmt.Errorf("create %s: %w", name, err)
-	}
-	u, err := url.Parse(adminURL)
-	if err != nil {
-		return "", nil, err
-	}
-	u.Path = "/" + name
-	drop := func() {
-		admin, err := sql.Open("pgx", adminURL)
-		if err != nil {
-			return
-		}
-		defer admin.Close()
-		_, _ = admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	}
-	return u.String(), drop, nil
 }

@@ -18,6 +18,8 @@ import (
 	"os"
 	"runtime"
 	"time"
+
+	"github.com/keelson/keelson/bench/internal/benchenv"
 )
 
 type options struct {
@@ -76,7 +78,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("latency: %w", err)
 	}
 	if !o.noPgbench {
-		tps, err := pgbench(ctx, o.adminURL)
+		tps, err := benchenv.Pgbench(ctx, o.adminURL, nil)
 		if err != nil {
 			return fmt.Errorf("pgbench: %w", err)
 		}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
-	"regexp"
 	"sort"
 	"strconv"
 	"sync"
@@ -138,27 +136,4 @@ func waitFor(cond func() bool, timeout time.Duration) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return nil
-}
-
-var tpsPattern = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
-
-// pgbench runs pgbench -N -c 8 -j 2 -T 10 on a throwaway database.
-func pgbench(ctx context.Context, adminURL string) (float64, error) {
-	dbURL, drop, err := throwaway(ctx, adminURL, "keelson_pgbench")
-	if err != nil {
-		return 0, err
-	}
-	defer drop()
-	if out, err := exec.CommandContext(ctx, "pgbench", "-i", "-q", dbURL).CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("pgbench -i: %w: %s", err, out)
-	}
-	out, err := exec.CommandContext(ctx, "pgbench", "-N", "-c", "8", "-j", "2", "-T", "10", dbURL).CombinedOutput()
-	if err != nil {
-		return 0, fmt.Errorf("pgbench -N: %w: %s", err, out)
-	}
-	m := tpsPattern.FindSubmatch(out)
-	if m == nil {
-		return 0, fmt.Errorf("pgbench output without tps: %s", out)
-	}
-	return strconv.ParseFloat(string(m[1]), 64)
 }

@@ -10,13 +10,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/keelson/keelson/bench/internal/benchenv"
 	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/jobs"
 )
 
 func keelsonSetup(ctx context.Context, o options) (*database.DB, func(), error) {
-	dbURL, drop, err := throwaway(ctx, o.adminURL, "keelson")
+	dbURL, drop, err := benchenv.Throwaway(ctx, o.adminURL, "keelson")
 	if err != nil {
 		return nil, nil, err
 	}

@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net/url"
 	"os"
 	"runtime"
 	"sort"
@@ -137,33 +136,6 @@ func median(results []result, system, mode string) float64 {
 		return rates[len(rates)/2]
 	}
 	return (rates[len(rates)/2-1] + rates[len(rates)/2]) / 2
-}
-
-// throwaway creates a database named after the run and returns its URL and a drop function.
-func throwaway(ctx context.Context, adminURL, prefix string) (string, func(), error) {
-	name := fmt.Sprintf("bench_%s_%d", prefix, time.Now().UnixNano())
-	admin, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		return "", nil, fmt.Errorf("admin connect: %w", err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return "", nil, fmt.Errorf("create %s: %w", name, err)
-	}
-	u, err := url.Parse(adminURL)
-	if err != nil {
-		return "", nil, err
-	}
-	u.Path = "/" + name
-	drop := func() {
-		c, err := pgx.Connect(context.Background(), adminURL)
-		if err != nil {
-			return
-		}
-		defer c.Close(context.Background())
-		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	}
-	return u.String(), drop, nil
 }
 
 func serverVersion(ctx context.Context, adminURL string) string {

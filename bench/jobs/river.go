@@ -13,6 +13,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/keelson/keelson/bench/internal/benchenv"
 )
 
 type noopArgs struct{}
@@ -30,7 +32,7 @@ func (w *noopWorker) Work(context.Context, *river.Job[noopArgs]) error {
 }
 
 func riverSetup(ctx context.Context, o options, worked *atomic.Int64) (*pgxpool.Pool, *river.Client[pgx.Tx], func(), error) {
-	dbURL, drop, err := throwaway(ctx, o.adminURL, "river")
+	dbURL, drop, err := benchenv.Throwaway(ctx, o.adminURL, "river")
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -79,6 +79,7 @@ func versionTables(t *testing.T, db *emptyDatabase) map[string]bool {
 
 func TestInvalidConfigurationExitsWithOneClearLine(t *testing.T) {
 	cases := map[string]string{
+		"WEBHOOKS_CLAIM_LEASE":           "abc",
 		"WEBHOOKS_SEND_TIMEOUT":          "soon",
 		"WEBHOOKS_ALLOW_PRIVATE_TARGETS": "maybe",
 		"DATABASE_URL":                   "mysql://db/keelson",
@@ -93,8 +94,8 @@ func TestInvalidConfigurationExitsWithOneClearLine(t *testing.T) {
 				out, err := cmd.CombinedOutput()
 				cancel()
 				var exit *exec.ExitError
-				if !errors.As(err, &exit) || exit.ExitCode() == 0 {
-					t.Fatalf("keelson %s with %s=%q: %v, want a non-zero exit\n%s", sub, name, value, err, out)
+				if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+					t.Fatalf("keelson %s with %s=%q: %v, want exit status 1\n%s", sub, name, value, err, out)
 				}
 				lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 				if len(lines) != 1 || !strings.Contains(lines[0], name) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/database/dbtest"
+	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/messaging"
@@ -138,6 +139,14 @@ func startApp(t *testing.T, mods []module.Module) string {
 	if err != nil {
 		t.Fatalf("wire: %v", err)
 	}
+	// Registered before the stop below, so it runs after it: the test's queues and exchange go away.
+	var consumers []string
+	for _, s := range replica.Registry.Subscriptions() {
+		consumers = append(consumers, s.Consumer)
+	}
+	t.Cleanup(func() {
+		hosttest.DeleteTopology(messaging.Config{AMQPURL: cfg.AMQPURL, Exchange: cfg.AMQPExchange, QueuePrefix: cfg.AMQPQueuePrefix}, consumers)
+	})
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ThreeDotsLabs/watermill/message"
+
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/messaging"
 )
@@ -47,13 +49,22 @@ func (p *Publisher) Publish(ctx context.Context, events ...messaging.Event) erro
 	if err != nil {
 		return err
 	}
+	// One multi-row INSERT per event type: a fan-out of N deliveries is one statement, not N.
+	var types []string
+	byType := map[string][]*message.Message{}
 	for _, e := range events {
 		msg, err := messaging.EventMessage(ctx, e)
 		if err != nil {
 			return fmt.Errorf("outbox: %w", err)
 		}
-		if err := writer.Publish(e.Type, msg); err != nil {
-			return fmt.Errorf("outbox: write event %s %s: %w", e.Type, e.ID, err)
+		if _, seen := byType[e.Type]; !seen {
+			types = append(types, e.Type)
+		}
+		byType[e.Type] = append(byType[e.Type], msg)
+	}
+	for _, t := range types {
+		if err := writer.Publish(t, byType[t]...); err != nil {
+			return fmt.Errorf("outbox: write %d %s events: %w", len(byType[t]), t, err)
 		}
 	}
 	return nil

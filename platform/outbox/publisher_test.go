@@ -138,3 +138,44 @@ func TestNewPublisherRejectsNil(t *testing.T) {
 		t.Fatal("NewPublisher(nil) succeeded")
 	}
 }
+
+// Several events in one Publish, of two types, each become their own row with their own destination.
+func TestPublishWritesEveryEventOfABatch(t *testing.T) {
+	db := dbtest.New(t)
+	pub, err := outbox.NewPublisher(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var events []messaging.Event
+	for i, typ := range []string{"delivery.requested", "delivery.requested", "delivery.failed", "delivery.requested"} {
+		e, err := messaging.NewEvent(ctx, "webhooks", typ, map[string]int{"n": i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, e)
+	}
+	if err := db.WithTx(ctx, func(ctx context.Context) error { return pub.Publish(ctx, events...) }); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	got := rows(t, db)
+	if len(got) != len(events) {
+		t.Fatalf("outbox has %d rows, want %d", len(got), len(events))
+	}
+	topics := map[string]string{}
+	for _, r := range got {
+		var env struct {
+			DestinationTopic string `json:"destination_topic"`
+			UUID             string `json:"uuid"`
+		}
+		if err := json.Unmarshal([]byte(r.Payload), &env); err != nil {
+			t.Fatalf("envelope: %v", err)
+		}
+		topics[env.UUID] = env.DestinationTopic
+	}
+	for _, e := range events {
+		if topics[e.ID] != e.Type {
+			t.Errorf("event %s stored with destination %q, want %q", e.ID, topics[e.ID], e.Type)
+		}
+	}
+}

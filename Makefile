@@ -2,10 +2,14 @@
 BUILD_FLAGS := -trimpath -ldflags "-s -w"
 GOLANGCI_LINT_VERSION := v2.15.0
 
-.PHONY: run build migrate serve test lint bench fmt
+.PHONY: run build migrate serve test lint bench fmt services
 
-## run: migrate the database, then serve (PostgreSQL and RabbitMQ must be running)
-run: build
+## services: install (when missing) and start PostgreSQL and RabbitMQ on 127.0.0.1
+services:
+	@bash scripts/services.sh
+
+## run: start the services if needed, migrate the database, then serve
+run: services build
 	./bin/keelson migrate && ./bin/keelson serve
 
 build:
@@ -15,7 +19,7 @@ migrate: build
 	./bin/keelson migrate
 
 ## test: the whole suite against the real PostgreSQL and RabbitMQ, with the race detector
-test:
+test: services
 	go vet ./...
 	go test -race -count=1 -timeout 30m ./...
 

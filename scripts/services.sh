@@ -27,7 +27,7 @@ if ((${#missing[@]})); then
 fi
 
 if ! pg_up; then
-  version=$(ls /etc/postgresql | sort -V | tail -n1)
+  version=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n1 || true)
   if [ -z "$version" ] || ! pg_lsclusters -h | grep -q "^$version main"; then
     version=${version:-$(ls /usr/lib/postgresql | sort -V | tail -n1)}
     pg_createcluster "$version" main >/dev/null

@@ -228,6 +228,7 @@ type deliveryResponse struct {
 	UpdatedAt      time.Time          `json:"updated_at"`
 	Version        string             `json:"version"`
 	Attempts       *[]attemptResponse `json:"attempts,omitempty"`
+	Payload        json.RawMessage    `json:"payload,omitempty"` // detail only: the body every attempt sends
 }
 
 type attemptResponse struct {
@@ -344,8 +345,13 @@ func (h handlers) getDelivery(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	payload, err := h.s.EventPayload(c.Request.Context(), d.EventID)
+	if err != nil {
+		return err
+	}
 	resp := toDeliveryResponse(d)
 	resp.Attempts = toAttemptResponses(attempts)
+	resp.Payload = payload
 	httpapi.SetETag(c, resp.Version)
 	c.JSON(http.StatusOK, resp)
 	return nil

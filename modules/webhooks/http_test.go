@@ -266,3 +266,22 @@ func Test_deliveries_are_listed_newest_first_with_filters_and_cursor_pagination(
 		require.Contains(t, item, k)
 	}
 }
+
+func Test_a_delivery_read_alone_shows_the_body_its_attempts_send(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{})
+	rc := newReceiver(t, nil)
+	h.subscribe(rc.URL+"/a", "orders.*")
+	eventID := h.publish("orders.created", map[string]any{"note": "<script>x</script>"})
+
+	list := h.call(http.MethodGet, "/deliveries", nil).json(t)["items"].([]any)
+	require.Len(t, list, 1)
+	item := list[0].(map[string]any)
+	require.NotContains(t, item, "payload", "lists stay small")
+
+	detail := h.call(http.MethodGet, "/deliveries/"+item["id"].(string), nil).json(t)
+	payload := detail["payload"].(map[string]any)
+	require.Equal(t, eventID, payload["id"])
+	require.Equal(t, "orders.created", payload["type"])
+	require.Contains(t, payload, "timestamp")
+	require.Equal(t, map[string]any{"note": "<script>x</script>"}, payload["data"])
+}

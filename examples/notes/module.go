@@ -8,6 +8,8 @@ import (
 	"errors"
 	"io/fs"
 
+	"github.com/google/uuid"
+
 	"github.com/keelson/keelson/modules/conversations/contract"
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/messaging"
@@ -24,6 +26,14 @@ const (
 	KindCountWords   = "notes.count_words"
 	ConsumerNotes    = "notes.conversations"
 )
+
+// Events are the module's public integration events: webhook subscribers receive them.
+var Events = []module.EventType{
+	{Type: EventNoteCreated, Description: "A note was written.", Example: NoteChanged{NoteID: exampleNote, Title: "Groceries"}},
+	{Type: EventNoteEdited, Description: "A note's title or body changed.", Example: NoteChanged{NoteID: exampleNote, Title: "Groceries for Sunday"}},
+}
+
+var exampleNote = uuid.MustParse("0193a4d4-0a1b-7c2d-8e3f-4a5b6c7d8e9f")
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
@@ -60,6 +70,7 @@ func (m *Module) Register(r *module.Registry) error {
 	m.service = &Service{db: r.DB, events: r.Events, jobs: r.Jobs}
 	h := &handlers{service: m.service}
 	r.Routes(h.mount)
+	r.PublicEvents(Events...)
 	r.JobKind(jobs.Kind{Name: KindCountWords, Handle: m.service.countWords,
 		Options: jobs.KindOptions{MaxAttempts: 5}})
 	r.Subscribe(messaging.Subscription{

@@ -26,7 +26,7 @@ type Note struct {
 
 // NoteChanged is the payload of note.created and note.edited.
 type NoteChanged struct {
-	NoteID uuid.UUID `json:"note_id"`
+	NoteID uuid.UUID `json:"note_id" format:"uuid"`
 	Title  string    `json:"title"`
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/modules/conversations/assistant"
+	"github.com/keelson/keelson/modules/conversations/contract"
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/module"
 )
@@ -98,6 +99,7 @@ func (m *Module) Register(r *module.Registry) error {
 	m.service = newService(r.DB, r.Events, r.Jobs)
 	h := &handlers{service: m.service}
 	r.Routes(h.mount)
+	r.PublicEvents(contract.Events...)
 	rep := &replier{service: m.service, assistant: m.assistant, history: m.historyLimit}
 	r.JobKind(jobs.Kind{Name: KindAssistantReply, Handle: rep.handle,
 		Options: jobs.KindOptions{MaxAttempts: m.maxAttempts, Timeout: m.replyTimeout}})

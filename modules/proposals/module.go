@@ -9,6 +9,7 @@ import (
 	"io/fs"
 
 	"github.com/keelson/keelson/migrations"
+	"github.com/keelson/keelson/modules/proposals/contract"
 	"github.com/keelson/keelson/platform/module"
 )
 
@@ -49,6 +50,7 @@ func (m *Module) Register(r *module.Registry) error {
 	m.service = newService(r.DB, r.Events, r.Logger)
 	h := &handlers{service: m.service}
 	r.Routes(h.mount)
+	r.PublicEvents(contract.Events...)
 	for _, s := range m.service.subscriptions() {
 		r.Subscribe(s)
 	}

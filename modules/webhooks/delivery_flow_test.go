@@ -94,9 +94,9 @@ func Test_events_fan_out_to_three_subscriptions_with_signatures_the_reference_li
 func Test_integration_events_become_webhook_events_once_even_when_redelivered(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{bus: true})
 	rc := newReceiver(t, nil)
-	h.subscribe(rc.URL, "proposal.*")
+	h.subscribe(rc.URL, "invoice.*")
 	ctx := context.Background()
-	e, err := messaging.NewEvent(ctx, "proposals", "proposal.created", map[string]any{"proposal_id": "p9"})
+	e, err := messaging.NewEvent(ctx, "invoices", "invoice.sent", map[string]any{"proposal_id": "p9"})
 	require.NoError(t, err)
 	for range 2 { // the broker may deliver an event twice: the second finds its webhook event stored
 		require.NoError(t, h.db.WithTx(ctx, func(ctx context.Context) error { return h.svc.events.Publish(ctx, e) }))

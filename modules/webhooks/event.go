@@ -15,18 +15,8 @@ import (
 	"github.com/keelson/keelson/platform/messaging"
 )
 
-// SourceEventTypes are the integration events of the other modules that become webhook events.
-func SourceEventTypes() []string {
-	return []string{
-		"conversation.created",
-		"conversation.renamed",
-		"conversation.message.created",
-		"proposal.created",
-		"proposal.accepted",
-		"proposal.rejected",
-		"proposal.applied",
-	}
-}
+// CodeEventTypeReserved refuses a client's event whose type a module owns.
+const CodeEventTypeReserved = "event_type_reserved"
 
 // eventIDPattern is what a client-chosen event id may look like.
 var eventIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
@@ -85,6 +75,10 @@ func (in *EventInput) validate() error {
 func (s *Service) PublishEvent(ctx context.Context, in EventInput) (Ingested, error) {
 	if err := in.validate(); err != nil {
 		return Ingested{}, err
+	}
+	if owner, reserved := s.catalog.Owner(in.Type); reserved {
+		return Ingested{}, apperr.Refused(CodeEventTypeReserved, "type",
+			"is an event type of module "+owner+": only that module publishes it")
 	}
 	if in.ID == "" {
 		id, err := uuid.NewV7()

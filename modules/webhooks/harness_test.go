@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -85,6 +86,8 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 	mod, err := New(cfg)
 	require.NoError(t, err)
 	require.NoError(t, mod.Register(reg.For(mod)))
+	reg.For(invoices{}).PublicEvents(invoiceEvents...)
+	require.NoError(t, reg.Err())
 
 	engine, api, err := httpapi.NewEngine(httpapi.Options{Logger: logger, Tokens: []string{hosttest.Token}, Metrics: promReg,
 		ConflictCodes: reg.ConflictCodes(), OpenAPI: reg.OpenAPIFragments()})
@@ -124,6 +127,23 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 		})
 	}
 	return h
+}
+
+// invoices stands for another module of the binary: it declares public events and nothing else.
+type invoices struct{}
+
+func (invoices) Name() string                     { return "invoices" }
+func (invoices) Migrations() fs.FS                { return nil }
+func (invoices) Register(*module.Registry) error { return nil }
+
+type invoiceSent struct {
+	InvoiceID string `json:"invoice_id"`
+	Amount    int    `json:"amount"`
+}
+
+var invoiceEvents = []module.EventType{
+	{Type: "invoice.sent", Description: "An invoice was sent.", Example: invoiceSent{InvoiceID: "inv_1", Amount: 1200}},
+	{Type: "invoice.paid", Description: "An invoice was paid.", Example: invoiceSent{InvoiceID: "inv_1", Amount: 1200}},
 }
 
 // startBus runs the real messaging bus on an exchange and queues of the test's own, deleted at the end.

@@ -21,6 +21,7 @@ func mountRoutes(g *gin.RouterGroup, s *Service) {
 	g.DELETE("/subscriptions/:id", httpapi.H(h.deleteSubscription))
 	g.POST("/subscriptions/:id/rotate-secret", httpapi.H(h.rotateSecret))
 	g.POST("/events", httpapi.H(h.publishEvent))
+	g.GET("/event-types", httpapi.H(h.listEventTypes))
 	g.GET("/deliveries", httpapi.H(h.listDeliveries))
 	g.GET("/deliveries/:id", httpapi.H(h.getDelivery))
 	g.POST("/deliveries/:id/redeliver", httpapi.H(h.redeliver))
@@ -59,6 +60,7 @@ type subscriptionResponse struct {
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
 	Version     string    `json:"version"`
+	Warnings    []string  `json:"warnings,omitempty"` // patterns matching no catalogued type, on create and update
 }
 
 // toSubscriptionResponse never includes the secret; create and rotate add it explicitly.
@@ -84,6 +86,7 @@ func (h handlers) createSubscription(c *gin.Context) error {
 	}
 	resp := toSubscriptionResponse(sub)
 	resp.Secret = secret
+	resp.Warnings = h.s.patternWarnings(sub.EventTypes)
 	c.Header("Location", c.Request.URL.Path+"/"+sub.ID.String())
 	httpapi.SetETag(c, resp.Version)
 	c.JSON(http.StatusCreated, resp)
@@ -149,6 +152,9 @@ func (h handlers) updateSubscription(c *gin.Context) error {
 		return err
 	}
 	resp := toSubscriptionResponse(sub)
+	if req.EventTypes != nil {
+		resp.Warnings = h.s.patternWarnings(sub.EventTypes)
+	}
 	httpapi.SetETag(c, resp.Version)
 	c.JSON(http.StatusOK, resp)
 	return nil

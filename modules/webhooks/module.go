@@ -111,13 +111,14 @@ func (m *Module) Migrations() fs.FS { return migrations.For(Name) }
 
 // Register builds the service and declares routes, consumers, the sweep and the OpenAPI fragment.
 func (m *Module) Register(r *module.Registry) error {
-	svc, err := NewService(m.cfg, r.DB, r.Events, r.Logger, r.Metrics)
+	svc, err := NewService(m.cfg, r.DB, r.Events, r.Catalog(), r.Logger, r.Metrics)
 	if err != nil {
 		return err
 	}
 	m.service = svc
 	r.Routes(func(api *gin.RouterGroup) { mountRoutes(api.Group("/webhooks"), svc) })
-	r.Subscribe(messaging.Subscription{Consumer: fanoutConsumer, EventTypes: SourceEventTypes(), Handle: svc.handleIntegrationEvent})
+	// Every public event of every module becomes a webhook event: no list here.
+	r.SubscribePublicEvents(messaging.Subscription{Consumer: fanoutConsumer, Handle: svc.handleIntegrationEvent})
 	r.Subscribe(messaging.Subscription{Consumer: deliveryConsumer, EventTypes: []string{contract.DeliveryRequested},
 		Concurrency: deliveryConcurrency, Handle: svc.handleDeliveryRequested})
 	r.Schedule(jobs.Schedule{Name: sweepSchedule, Interval: m.cfg.SweepInterval, Run: svc.Sweep})
@@ -134,6 +135,7 @@ type Service struct {
 	db      *database.DB
 	store   store
 	events  module.EventPublisher
+	catalog *module.Catalog
 	sender  *sender
 	log     *slog.Logger
 	metrics *metrics
@@ -142,8 +144,10 @@ type Service struct {
 }
 
 // NewService wires the service; cfg must have passed Validate.
-func NewService(cfg Config, db *database.DB, events module.EventPublisher, log *slog.Logger, reg prometheus.Registerer) (*Service, error) {
+func NewService(cfg Config, db *database.DB, events module.EventPublisher, catalog *module.Catalog, log *slog.Logger, reg prometheus.Registerer) (*Service, error) {
 	switch {
+	case catalog == nil:
+		return nil, errors.New("webhooks: nil event catalog")
 	case db == nil:
 		return nil, errors.New("webhooks: nil database")
 	case events == nil:
@@ -164,7 +168,7 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, log *
 		return nil, fmt.Errorf("webhooks: metrics: %w", err)
 	}
 	return &Service{
-		cfg: cfg, db: db, store: store{db: db}, events: events,
+		cfg: cfg, db: db, store: store{db: db}, events: events, catalog: catalog,
 		sender: newSender(cfg.SendTimeout, cfg.AllowPrivateTargets, time.Now),
 		log:    log, metrics: met, now: database.Now, jitter: jitter,
 	}, nil

@@ -36,6 +36,7 @@ type FieldError struct {
 // ValidationError lists every invalid field of one input.
 type ValidationError struct {
 	Fields []FieldError
+	Code   string // problem code; "" = validation_failed
 }
 
 func (e *ValidationError) Error() string {
@@ -48,6 +49,11 @@ func (e *ValidationError) Error() string {
 // Invalid builds a ValidationError for one field.
 func Invalid(field, message string) error {
 	return &ValidationError{Fields: []FieldError{{Field: field, Message: message}}}
+}
+
+// Refused builds a ValidationError with its own problem code, for a rule clients must tell apart.
+func Refused(code, field, message string) error {
+	return &ValidationError{Fields: []FieldError{{Field: field, Message: message}}, Code: code}
 }
 
 // Validator collects field errors; Err returns nil when there are none.

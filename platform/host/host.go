@@ -77,6 +77,9 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 			return nil, fmt.Errorf("module %s: %w", m.Name(), err)
 		}
 	}
+	if err := registry.Err(); err != nil {
+		return nil, fmt.Errorf("event catalog: %w", err)
+	}
 
 	bus, err := messaging.New(opts.Messaging, opts.DB, opts.Logger, metrics, registry.Subscriptions())
 	if err != nil {

@@ -86,3 +86,21 @@ func (l List[T]) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(plain(l))
 }
+
+// Paginate runs one page of a list: it decodes the client's cursor into C, asks load for up to
+// limit+1 items after it, and trims the extra one into the next cursor, made by cursorOf(last item).
+func Paginate[T, C any](p Page, load func(after C, limit int) ([]T, error), cursorOf func(last T) C) ([]T, string, error) {
+	var after C
+	if err := DecodeCursor(p.Cursor, &after); err != nil {
+		return nil, "", err
+	}
+	items, err := load(after, p.Limit+1)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(items) <= p.Limit {
+		return items, "", nil
+	}
+	items = items[:p.Limit]
+	return items, EncodeCursor(cursorOf(items[len(items)-1])), nil
+}

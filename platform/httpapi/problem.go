@@ -87,6 +87,9 @@ func classify(err error, conflictCodes map[string]string) (p Problem, internal b
 	case errors.As(err, &ve):
 		p = Problem{Status: http.StatusUnprocessableEntity, Code: CodeValidationFailed,
 			Detail: "the request has invalid fields", Errors: ve.Fields}
+		if ve.Code != "" {
+			p.Code, p.Detail = ve.Code, ve.Fields[0].Field+" "+ve.Fields[0].Message
+		}
 	case errors.As(err, &nf):
 		p = Problem{Status: http.StatusNotFound, Code: CodeNotFound, Detail: nf.Error()}
 	case errors.Is(err, apperr.ErrNotFound):

@@ -60,6 +60,8 @@ type declared struct {
 	schedules     []jobs.Schedule
 	conflictCodes map[string]string
 	openAPI       [][]byte
+	catalog       *Catalog
+	catalogSubs   []messaging.Subscription // EventTypes filled with the catalog's types when read
 }
 
 // RouteSet mounts a module's routes on the authenticated /api/v1 group.
@@ -70,7 +72,7 @@ type RouteSet struct {
 
 // NewRegistry returns an empty registry carrying deps.
 func NewRegistry(deps Deps) *Registry {
-	return &Registry{Deps: deps, declared: &declared{conflictCodes: map[string]string{}}}
+	return &Registry{Deps: deps, declared: &declared{conflictCodes: map[string]string{}, catalog: newCatalog()}}
 }
 
 // For returns the registry as seen by one module: its logger names the module.
@@ -93,6 +95,25 @@ func (r *Registry) Subscribe(s messaging.Subscription) {
 	r.subscriptions = append(r.subscriptions, s)
 }
 
+// PublicEvents declares the module's public integration events (its contract's list); the start
+// fails on a duplicate type or one outside the module's prefix (see Err).
+func (r *Registry) PublicEvents(events ...EventType) {
+	for _, e := range events {
+		r.catalog.add(r.module, e)
+	}
+}
+
+// Catalog is every module's public events; complete once all modules registered.
+func (r *Registry) Catalog() *Catalog { return r.catalog }
+
+// SubscribePublicEvents is Subscribe to every type of the catalog, whichever module declares it.
+func (r *Registry) SubscribePublicEvents(s messaging.Subscription) {
+	r.catalogSubs = append(r.catalogSubs, s)
+}
+
+// Err reports declarations refused at registration; the replica must not start with any.
+func (r *Registry) Err() error { return r.catalog.Err() }
+
 // JobKind registers a background job kind.
 func (r *Registry) JobKind(k jobs.Kind) { r.jobKinds = append(r.jobKinds, k) }
 
@@ -109,7 +130,18 @@ func (r *Registry) OpenAPI(fragment []byte) { r.openAPI = append(r.openAPI, frag
 func (r *Registry) RouteSets() []RouteSet { return r.routes }
 
 // Subscriptions returns the registered consumers.
-func (r *Registry) Subscriptions() []messaging.Subscription { return r.subscriptions }
+func (r *Registry) Subscriptions() []messaging.Subscription {
+	out := append([]messaging.Subscription(nil), r.subscriptions...)
+	types := r.catalog.Types()
+	for _, s := range r.catalogSubs {
+		if len(types) == 0 && len(s.EventTypes) == 0 {
+			continue // no module declares a public event: nothing to consume
+		}
+		s.EventTypes = append(append([]string(nil), s.EventTypes...), types...)
+		out = append(out, s)
+	}
+	return out
+}
 
 // JobKinds returns the registered job kinds.
 func (r *Registry) JobKinds() []jobs.Kind { return r.jobKinds }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/platform/module"
 )
 
 // Integration events published by the proposals module (public webhook event types).
@@ -43,10 +45,31 @@ type CreateWebhookSubscriptionParams struct {
 	EventTypes []string `json:"event_types"`
 }
 
+// Events are the module's public integration events: webhook subscribers receive them.
+var Events = []module.EventType{
+	{Type: EventProposalCreated, Description: "The assistant proposed an action; it waits for a user's decision.",
+		Example: ProposalCreated{ProposalID: exampleProposal, ConversationID: exampleConversation, Action: exampleAction,
+			Rationale: "The user asked for a shorter title.", CreatedAt: exampleTime}},
+	{Type: EventProposalAccepted, Description: "A user accepted a proposal; the module owning the data applies it.",
+		Example: ProposalAccepted{ProposalID: exampleProposal, ConversationID: exampleConversation, Action: exampleAction, DecidedAt: exampleTime}},
+	{Type: EventProposalRejected, Description: "A user rejected a proposal.",
+		Example: ProposalRejected{ProposalID: exampleProposal, ConversationID: exampleConversation, Action: exampleAction,
+			Reason: "Keep the old title.", DecidedAt: exampleTime}},
+	{Type: EventProposalApplied, Description: "An accepted proposal's action was carried out.",
+		Example: ProposalApplied{ProposalID: exampleProposal, ConversationID: exampleConversation, Action: exampleAction, AppliedAt: exampleTime}},
+}
+
+var (
+	exampleProposal     = uuid.MustParse("0193a4d3-1f2e-7c3d-8a4b-5c6d7e8f9a01")
+	exampleConversation = uuid.MustParse("0193a4d2-6b0d-7a39-8e1f-1a7b4c5d6e70")
+	exampleAction       = Action{Type: ActionRenameConversation, Params: json.RawMessage(`{"title":"Lisbon"}`)}
+	exampleTime         = time.Date(2026, 12, 1, 9, 31, 0, 0, time.UTC)
+)
+
 // ProposalCreated is the payload of proposal.created.
 type ProposalCreated struct {
-	ProposalID     uuid.UUID `json:"proposal_id"`
-	ConversationID uuid.UUID `json:"conversation_id"`
+	ProposalID     uuid.UUID `json:"proposal_id" format:"uuid"`
+	ConversationID uuid.UUID `json:"conversation_id" format:"uuid"`
 	Action         Action    `json:"action"`
 	Rationale      string    `json:"rationale"`
 	CreatedAt      time.Time `json:"created_at"`
@@ -54,16 +77,16 @@ type ProposalCreated struct {
 
 // ProposalAccepted is the payload of proposal.accepted: the owner of the data applies Action.
 type ProposalAccepted struct {
-	ProposalID     uuid.UUID `json:"proposal_id"`
-	ConversationID uuid.UUID `json:"conversation_id"`
+	ProposalID     uuid.UUID `json:"proposal_id" format:"uuid"`
+	ConversationID uuid.UUID `json:"conversation_id" format:"uuid"`
 	Action         Action    `json:"action"`
 	DecidedAt      time.Time `json:"decided_at"`
 }
 
 // ProposalRejected is the payload of proposal.rejected.
 type ProposalRejected struct {
-	ProposalID     uuid.UUID `json:"proposal_id"`
-	ConversationID uuid.UUID `json:"conversation_id"`
+	ProposalID     uuid.UUID `json:"proposal_id" format:"uuid"`
+	ConversationID uuid.UUID `json:"conversation_id" format:"uuid"`
 	Action         Action    `json:"action"`
 	Reason         string    `json:"reason"`
 	DecidedAt      time.Time `json:"decided_at"`
@@ -71,15 +94,15 @@ type ProposalRejected struct {
 
 // ProposalApplied is the payload of proposal.applied.
 type ProposalApplied struct {
-	ProposalID     uuid.UUID `json:"proposal_id"`
-	ConversationID uuid.UUID `json:"conversation_id"`
+	ProposalID     uuid.UUID `json:"proposal_id" format:"uuid"`
+	ConversationID uuid.UUID `json:"conversation_id" format:"uuid"`
 	Action         Action    `json:"action"`
 	AppliedAt      time.Time `json:"applied_at"`
 }
 
 // ActionResult is the payload of assistant.action_result: Applied, or not with Error saying why.
 type ActionResult struct {
-	ProposalID uuid.UUID `json:"proposal_id"`
+	ProposalID uuid.UUID `json:"proposal_id" format:"uuid"`
 	Applied    bool      `json:"applied"`
 	Error      string    `json:"error,omitempty"`
 }

@@ -132,8 +132,8 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 // invoices stands for another module of the binary: it declares public events and nothing else.
 type invoices struct{}
 
-func (invoices) Name() string                     { return "invoices" }
-func (invoices) Migrations() fs.FS                { return nil }
+func (invoices) Name() string                    { return "invoices" }
+func (invoices) Migrations() fs.FS               { return nil }
 func (invoices) Register(*module.Registry) error { return nil }
 
 type invoiceSent struct {

@@ -21,8 +21,8 @@ type invoiceSent struct {
 
 type named string
 
-func (n named) Name() string                     { return string(n) }
-func (n named) Migrations() fs.FS                { return nil }
+func (n named) Name() string                    { return string(n) }
+func (n named) Migrations() fs.FS               { return nil }
 func (n named) Register(*module.Registry) error { return nil }
 
 func register(reg *module.Registry, mod string, events ...module.EventType) {

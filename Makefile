@@ -1,8 +1,9 @@
 # The binary, the Dockerfile and CI build the same way.
 BUILD_FLAGS := -trimpath -ldflags "-s -w"
 GOLANGCI_LINT_VERSION := v2.15.0
+GOVULNCHECK_VERSION := v1.9.0
 
-.PHONY: run build migrate serve test lint bench fmt services
+.PHONY: run build migrate serve test tidy-check vuln lint bench fmt services
 
 ## services: install (when missing) and start PostgreSQL and RabbitMQ on 127.0.0.1
 services:
@@ -12,16 +13,26 @@ services:
 run: services build
 	./bin/keelson migrate && ./bin/keelson serve
 
+## build: a static, stripped bin/keelson (the same command as the Dockerfile's)
 build:
+	@echo "building bin/keelson: static (CGO_ENABLED=0), -trimpath, stripped (-s -w)"
 	CGO_ENABLED=0 go build $(BUILD_FLAGS) -o bin/keelson ./app
 
 migrate: build
 	./bin/keelson migrate
 
 ## test: the whole suite against the real PostgreSQL and RabbitMQ, with the race detector
-test: services
+test: services tidy-check
 	go vet ./...
 	go test -race -count=1 -timeout 30m ./...
+
+## tidy-check: fail when `go mod tidy` would change go.mod or go.sum
+tidy-check:
+	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit the result" >&2; exit 1; }
+
+## vuln: govulncheck against vuln.go.dev (needs that network access; CI has none, so it is not part of test)
+vuln:
+	go run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) ./...
 
 lint:
 	@command -v golangci-lint >/dev/null || go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)

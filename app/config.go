@@ -105,14 +105,19 @@ var Variables = []Variable{
 }
 
 // LoadConfig reads every variable, applying defaults; the error names the first invalid variable.
+// An empty (or blank) variable means its default, as if it were unset: env files and compose
+// interpolation write `NAME=` for "nothing to say".
 func LoadConfig(getenv func(string) string) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
 	var c Config
 	for _, v := range Variables {
-		value, ok := lookup(getenv, v.Name)
-		if !ok {
+		value := strings.TrimSpace(getenv(v.Name))
+		if value == "" {
 			value = v.Default
 		}
-		if err := v.set(&c, strings.TrimSpace(value)); err != nil {
+		if err := v.set(&c, value); err != nil {
 			return Config{}, fmt.Errorf("invalid %s: %w", v.Name, err)
 		}
 	}
@@ -129,14 +134,6 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	return c, nil
 }
 
-func lookup(getenv func(string) string, name string) (string, bool) {
-	if getenv != nil {
-		v := getenv(name)
-		return v, v != ""
-	}
-	return os.LookupEnv(name)
-}
-
 // LogValue masks secrets when the configuration is logged.
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
@@ -150,19 +147,27 @@ func (c Config) LogValue() slog.Value {
 		slog.String("instance_id", c.InstanceID),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.String("log_format", c.LogFormat),
-		slog.String("outbox_poll_interval", c.OutboxPollInterval.String()),
+		slog.Duration("outbox_poll_interval", c.OutboxPollInterval),
 		slog.Int("job_workers", c.JobWorkers),
-		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
+		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
 		slog.Bool("webhooks_allow_private_targets", c.WebhooksAllowPrivateTargets),
-		slog.String("webhooks_send_timeout", c.WebhooksSendTimeout.String()),
-		slog.String("webhooks_claim_lease", c.WebhooksClaimLease.String()),
-		slog.String("webhooks_sweep_interval", c.WebhooksSweepInterval.String()),
-		slog.String("webhooks_retry_schedule", fmt.Sprint(c.WebhooksRetrySchedule)),
+		slog.Duration("webhooks_send_timeout", c.WebhooksSendTimeout),
+		slog.Duration("webhooks_claim_lease", c.WebhooksClaimLease),
+		slog.Duration("webhooks_sweep_interval", c.WebhooksSweepInterval),
+		slog.Any("webhooks_retry_schedule_ms", milliseconds(c.WebhooksRetrySchedule)),
 		slog.String("assistant_base_url", c.AssistantBaseURL),
 		slog.String("assistant_model", c.AssistantModel),
 		slog.String("assistant_api_key", mask(c.AssistantAPIKey)),
-		slog.String("assistant_timeout", c.AssistantTimeout.String()),
+		slog.Duration("assistant_timeout", c.AssistantTimeout),
 	)
+}
+
+func milliseconds(ds []time.Duration) []int64 {
+	out := make([]int64, len(ds))
+	for i, d := range ds {
+		out[i] = d.Milliseconds()
+	}
+	return out
 }
 
 func mask(s string) string {

@@ -83,3 +83,40 @@ func TestRunRejectsUnknownCommand(t *testing.T) {
 		t.Fatalf("env lists the variables: %v %s", err, out.String())
 	}
 }
+
+// A variable set to nothing (NAME= in an env file, ${VAR:-} in compose) means its default.
+func TestAnEmptyVariableMeansItsDefault(t *testing.T) {
+	cfg, err := LoadConfig(env(map[string]string{"HTTP_ADDR": "", "JOB_WORKERS": "  ", "LOG_FORMAT": "", "SHUTDOWN_TIMEOUT": ""}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPAddr != ":8080" || cfg.JobWorkers != 8 || cfg.LogFormat != "json" || cfg.ShutdownTimeout != 25*time.Second {
+		t.Fatalf("empty variables did not take their defaults: %+v", cfg)
+	}
+	t.Setenv("HTTP_ADDR", "")
+	t.Setenv("JOB_WORKERS", "")
+	cfg, err = LoadConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPAddr != ":8080" || cfg.JobWorkers != 8 {
+		t.Fatalf("empty process variables did not take their defaults: %q %d", cfg.HTTPAddr, cfg.JobWorkers)
+	}
+}
+
+// keelson env is an env file: comments on lines of their own, so no loader reads one as a value.
+func TestEnvPrintsCommentsOnLinesOfTheirOwn(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"env"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if line == "" || strings.HasPrefix(line, "# ") {
+			continue
+		}
+		name, value, ok := strings.Cut(line, "=")
+		if !ok || strings.ContainsAny(value, "#\t \"'$") || strings.ToUpper(name) != name {
+			t.Fatalf("line %q is neither a comment nor a plain NAME=value", line)
+		}
+	}
+}

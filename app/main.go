@@ -10,15 +10,23 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/keelson/keelson/platform/telemetry"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout)
 	stop()
+	if errors.Is(err, errUsage) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "keelson:", err)
+		// Fatal errors go where and how every other line goes, so a log collector parses them too.
+		fatalLogger(os.Getenv, os.Stdout).Error("keelson stopped", "error", err.Error())
 		os.Exit(1)
 	}
 }
@@ -33,31 +41,41 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		printVariables(stdout)
 		return nil
 	}
+	if args[0] != "migrate" && args[0] != "serve" {
+		return errUsage
+	}
 	cfg, err := LoadConfig(nil)
 	if err != nil {
 		return err
 	}
 	logger := newLogger(cfg, stdout)
-	switch args[0] {
-	case "migrate":
+	if args[0] == "migrate" {
 		return migrate(ctx, cfg, logger)
-	case "serve":
-		return serve(ctx, cfg, logger)
-	default:
-		return errUsage
 	}
+	return serve(ctx, cfg, logger)
 }
 
 func newLogger(cfg Config, w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
-	if cfg.LogFormat == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
-	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return telemetry.NewLogger(w, cfg.LogFormat, cfg.LogLevel)
 }
 
+// fatalLogger writes in LOG_FORMAT even when the configuration itself is what failed.
+func fatalLogger(getenv func(string) string, w io.Writer) *slog.Logger {
+	format := "json"
+	if strings.TrimSpace(getenv("LOG_FORMAT")) == "text" {
+		format = "text"
+	}
+	return telemetry.NewLogger(w, format, slog.LevelInfo)
+}
+
+// printVariables writes an env file: each variable's meaning on a comment line of its own, then
+// NAME=default. Values are written as they are, which env-file loaders and `set -a; . file` both
+// read unchanged because no default holds a quote, a space, a `$` or a `#`.
 func printVariables(w io.Writer) {
-	for _, v := range Variables {
-		fmt.Fprintf(w, "%s=%s\t# %s\n", v.Name, v.Default, v.Usage)
+	for i, v := range Variables {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "# %s\n%s=%s\n", v.Usage, v.Name, v.Default)
 	}
 }

@@ -83,7 +83,7 @@ func appVariables(t *testing.T) map[string]bool {
 	vars := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
-		if name, _, ok := strings.Cut(sc.Text(), "="); ok {
+		if name, _, ok := strings.Cut(sc.Text(), "="); ok && !strings.HasPrefix(name, "#") {
 			vars[name] = true
 		}
 	}

@@ -20,12 +20,11 @@ func TestOperationsDocumentsEveryVariable(t *testing.T) {
 	defaults := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), "=")
-		if !ok {
+		name, def, ok := strings.Cut(sc.Text(), "=")
+		if !ok || strings.HasPrefix(name, "#") {
 			continue
 		}
-		def, _, _ := strings.Cut(rest, "\t#")
-		defaults[name] = strings.TrimSpace(def)
+		defaults[name] = def
 	}
 
 	raw, err := os.ReadFile(filepath.Join(repoRoot, "docs", "operations.md"))

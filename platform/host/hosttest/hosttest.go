@@ -20,6 +20,7 @@ import (
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
+	"github.com/keelson/keelson/platform/telemetry"
 )
 
 // Token is the bearer token every test replica accepts.
@@ -65,7 +66,7 @@ func Logger() *slog.Logger {
 	if os.Getenv("TEST_LOG") != "" {
 		level = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return telemetry.NewLogger(os.Stderr, "text", level)
 }
 
 // Options choose what one replica runs. Zero Messaging and Jobs take Broker() and Jobs().

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -29,6 +30,7 @@ type Config struct {
 	ShutdownTimeout    time.Duration
 
 	WebhooksAllowPrivateTargets bool
+	WebhooksAllowedTargets      []string
 	WebhooksSendTimeout         time.Duration
 	WebhooksClaimLease          time.Duration
 	WebhooksSweepInterval       time.Duration
@@ -80,6 +82,8 @@ var Variables = []Variable{
 		set: func(c *Config, v string) error { return parseDuration(v, time.Second, &c.ShutdownTimeout) }},
 	{Name: "WEBHOOKS_ALLOW_PRIVATE_TARGETS", Default: "false", Usage: "allow loopback/private/link-local webhook URLs",
 		set: func(c *Config, v string) error { return parseBool(v, &c.WebhooksAllowPrivateTargets) }},
+	{Name: "WEBHOOKS_ALLOWED_TARGETS", Default: "", Usage: "comma-separated host:port webhook targets reached even when private",
+		set: func(c *Config, v string) error { return parseHostPorts(v, &c.WebhooksAllowedTargets) }},
 	{Name: "WEBHOOKS_SEND_TIMEOUT", Default: "10s", Usage: "HTTP timeout of one attempt",
 		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.WebhooksSendTimeout) }},
 	{Name: "WEBHOOKS_CLAIM_LEASE", Default: "2m", Usage: "lease of a delivery claim; must exceed the send timeout",
@@ -151,6 +155,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("job_workers", c.JobWorkers),
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
 		slog.Bool("webhooks_allow_private_targets", c.WebhooksAllowPrivateTargets),
+		slog.Any("webhooks_allowed_targets", c.WebhooksAllowedTargets),
 		slog.Duration("webhooks_send_timeout", c.WebhooksSendTimeout),
 		slog.Duration("webhooks_claim_lease", c.WebhooksClaimLease),
 		slog.Duration("webhooks_sweep_interval", c.WebhooksSweepInterval),
@@ -261,6 +266,20 @@ func parseName(v string, dst *string) error {
 		return errors.New("must be a non-empty name without spaces")
 	}
 	*dst = v
+	return nil
+}
+
+// parseHostPorts reads a comma-separated list of host:port pairs with ports 1–65535.
+func parseHostPorts(v string, dst *[]string) error {
+	parts := splitList(v)
+	for _, p := range parts {
+		host, port, err := net.SplitHostPort(p)
+		n, perr := strconv.Atoi(port)
+		if err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q is not host:port with a port from 1 to 65535", p)
+		}
+	}
+	*dst = parts
 	return nil
 }
 

@@ -32,6 +32,7 @@ func TestLoadConfigNamesTheInvalidVariable(t *testing.T) {
 		"WEBHOOKS_SEND_TIMEOUT":          {"WEBHOOKS_SEND_TIMEOUT": "-1s"},
 		"WEBHOOKS_RETRY_SCHEDULE":        {"WEBHOOKS_RETRY_SCHEDULE": "5s,soon"},
 		"WEBHOOKS_ALLOW_PRIVATE_TARGETS": {"WEBHOOKS_ALLOW_PRIVATE_TARGETS": "maybe"},
+		"WEBHOOKS_ALLOWED_TARGETS":       {"WEBHOOKS_ALLOWED_TARGETS": "receiver:9000,receiver:0"},
 		"DATABASE_URL":                   {"DATABASE_URL": "mysql://x"},
 		"AMQP_URL":                       {"AMQP_URL": "not a url"},
 		"LOG_LEVEL":                      {"LOG_LEVEL": "loud"},

@@ -12,6 +12,7 @@ import (
 func modules(cfg Config) ([]module.Module, error) {
 	wh, err := webhooks.New(webhooks.Config{
 		AllowPrivateTargets: cfg.WebhooksAllowPrivateTargets,
+		AllowedTargets:      cfg.WebhooksAllowedTargets,
 		SendTimeout:         cfg.WebhooksSendTimeout,
 		ClaimLease:          cfg.WebhooksClaimLease,
 		SweepInterval:       cfg.WebhooksSweepInterval,

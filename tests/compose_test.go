@@ -198,8 +198,10 @@ func TestComposeServicesAndDependencies(t *testing.T) {
 	if migrate.Environment["DATABASE_URL"] != a1["DATABASE_URL"] {
 		t.Errorf("migrate and the replicas must use one database")
 	}
-	if a1["WEBHOOKS_ALLOW_PRIVATE_TARGETS"] != "true" || a2["WEBHOOKS_ALLOW_PRIVATE_TARGETS"] != "true" {
-		t.Errorf("the demo receiver is on a private network: WEBHOOKS_ALLOW_PRIVATE_TARGETS must be true")
+	for _, env := range []map[string]string{a1, a2} {
+		if env["WEBHOOKS_ALLOWED_TARGETS"] != "receiver:9000" || env["WEBHOOKS_ALLOW_PRIVATE_TARGETS"] != "" {
+			t.Errorf("the demo receiver must be reached through WEBHOOKS_ALLOWED_TARGETS=receiver:9000, the guard left on: %v", env)
+		}
 	}
 
 	db, err := url.Parse(a1["DATABASE_URL"])

@@ -44,6 +44,7 @@ var openAPIFragment []byte
 // Config tunes delivery (API.md, WEBHOOKS_* variables).
 type Config struct {
 	AllowPrivateTargets bool            // allow loopback, private and link-local targets (dev and tests)
+	AllowedTargets      []string        // host:port pairs reached even when private (a receiver on the compose network)
 	SendTimeout         time.Duration   // HTTP timeout of one attempt
 	ClaimLease          time.Duration   // how long a claim keeps the sweep away; must exceed SendTimeout
 	SweepInterval       time.Duration   // how often due deliveries are swept
@@ -82,6 +83,9 @@ func (c Config) Validate() error {
 	if c.SweepBatch < 0 {
 		errs = append(errs, errors.New("webhooks: SweepBatch must not be negative"))
 	}
+	if _, err := newTargetPolicy(c.AllowPrivateTargets, c.AllowedTargets); err != nil {
+		errs = append(errs, fmt.Errorf("webhooks: AllowedTargets: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -100,6 +104,7 @@ func New(cfg Config) (*Module, error) {
 		cfg.SweepBatch = defaultSweepBatch
 	}
 	cfg.RetrySchedule = append([]time.Duration(nil), cfg.RetrySchedule...)
+	cfg.AllowedTargets = append([]string(nil), cfg.AllowedTargets...)
 	return &Module{cfg: cfg}, nil
 }
 
@@ -136,6 +141,7 @@ type Service struct {
 	store   store
 	events  module.EventPublisher
 	catalog *module.Catalog
+	targets targetPolicy
 	sender  *sender
 	log     *slog.Logger
 	metrics *metrics
@@ -163,13 +169,17 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 	if cfg.SweepBatch == 0 {
 		cfg.SweepBatch = defaultSweepBatch
 	}
+	targets, err := newTargetPolicy(cfg.AllowPrivateTargets, cfg.AllowedTargets)
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: AllowedTargets: %w", err)
+	}
 	met, err := newMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: metrics: %w", err)
 	}
 	return &Service{
-		cfg: cfg, db: db, store: store{db: db}, events: events, catalog: catalog,
-		sender: newSender(cfg.SendTimeout, cfg.AllowPrivateTargets, time.Now),
+		cfg: cfg, db: db, store: store{db: db}, events: events, catalog: catalog, targets: targets,
+		sender: newSender(cfg.SendTimeout, targets, time.Now),
 		log:    log, metrics: met, now: database.Now, jitter: jitter,
 	}, nil
 }

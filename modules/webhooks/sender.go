@@ -62,11 +62,10 @@ type sender struct {
 	now    func() time.Time
 }
 
-func newSender(timeout time.Duration, allowPrivate bool, now func() time.Time) *sender {
-	dialer := guardedDialer(timeout, allowPrivate)
+func newSender(timeout time.Duration, targets targetPolicy, now func() time.Time) *sender {
 	transport := &http.Transport{
 		Proxy:                  nil, // a proxy would connect on our behalf and bypass the dial guard
-		DialContext:            dialer.DialContext,
+		DialContext:            targets.dialContext(timeout),
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           512,
 		MaxIdleConnsPerHost:    128,

@@ -35,7 +35,7 @@ func Test_the_sender_sends_the_signed_bytes_with_a_fresh_timestamp_and_the_same_
 	key, _ := secretKey(secret)
 	body := []byte(`{"id":"evt_9","type":"a.b","timestamp":"2026-01-01T00:00:00Z","data":{"k":"v"}}`)
 	clock := time.Unix(1_700_000_000, 0)
-	s := newSender(time.Second, true, func() time.Time { return clock })
+	s := newSender(time.Second, targetPolicy{allowPrivate: true}, func() time.Time { return clock })
 
 	first := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_9", Body: body, Keys: [][]byte{key}})
 	clock = clock.Add(90 * time.Second)
@@ -80,7 +80,7 @@ func Test_the_sender_classifies_failures(t *testing.T) {
 	closed.Close()
 
 	key := make([]byte, 32)
-	s := newSender(200*time.Millisecond, true, time.Now)
+	s := newSender(200*time.Millisecond, targetPolicy{allowPrivate: true}, time.Now)
 	send := func(s *sender, url string) sendResult {
 		return s.send(context.Background(), outgoing{URL: url, MessageID: "m", Body: []byte(`{}`), Keys: [][]byte{key}})
 	}
@@ -103,7 +103,7 @@ func Test_the_sender_classifies_failures(t *testing.T) {
 	r = send(s, closedURL)
 	require.Equal(t, errClassConnection, r.ErrorClass)
 
-	guarded := newSender(time.Second, false, time.Now)
+	guarded := newSender(time.Second, targetPolicy{}, time.Now)
 	r = send(guarded, target.URL)
 	require.Equal(t, errClassSSRFBlocked, r.ErrorClass)
 	require.Zero(t, r.StatusCode)

@@ -105,7 +105,7 @@ func Test_secrets_are_generated_with_32_random_bytes_and_validated(t *testing.T)
 
 func Test_signing_keys_include_the_previous_secret_only_during_its_grace_period(t *testing.T) {
 	now := time.Now()
-	sub, err := newSubscription(SubscriptionInput{URL: "https://example.com/hook", EventTypes: []string{"*"}}, now, false)
+	sub, err := newSubscription(SubscriptionInput{URL: "https://example.com/hook", EventTypes: []string{"*"}}, now, targetPolicy{})
 	require.NoError(t, err)
 	keys, err := sub.signingKeys(now)
 	require.NoError(t, err)

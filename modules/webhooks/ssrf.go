@@ -1,105 +1,108 @@
 package webhooks
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
+
+	"code.dny.dev/ssrf"
 )
 
 // errBlockedAddress marks a connection refused by the SSRF guard.
 var errBlockedAddress = errors.New("target address is not a public address")
 
-// nonPublicPrefixes are the ranges a webhook must not reach unless private targets are allowed:
-// everything that is not globally routable unicast (RFC 6890 special-purpose registries).
-var nonPublicPrefixes = mustPrefixes(
-	// IPv4
-	"0.0.0.0/8",       // "this network", unspecified
-	"10.0.0.0/8",      // private
-	"100.64.0.0/10",   // carrier-grade NAT
-	"127.0.0.0/8",     // loopback
-	"169.254.0.0/16",  // link-local (cloud metadata lives here)
-	"172.16.0.0/12",   // private
-	"192.0.0.0/24",    // IETF protocol assignments
-	"192.0.2.0/24",    // documentation
-	"192.88.99.0/24",  // 6to4 relay anycast
-	"192.168.0.0/16",  // private
-	"198.18.0.0/15",   // benchmarking
-	"198.51.100.0/24", // documentation
-	"203.0.113.0/24",  // documentation
-	"224.0.0.0/4",     // multicast
-	"240.0.0.0/4",     // reserved, broadcast included
-	// IPv6
-	"::/96",         // unspecified, loopback, deprecated IPv4-compatible
-	"100::/64",      // discard
-	"2001::/23",     // IETF protocol assignments (Teredo, ORCHID, …)
-	"2001:db8::/32", // documentation
-	"fc00::/7",      // unique local
-	"fe80::/10",     // link-local
-	"fec0::/10",     // deprecated site-local
-	"ff00::/8",      // multicast
-)
+// publicOnly refuses every special-purpose range of the IANA registries (code.dny.dev/ssrf generates
+// them from the registries). IPv6 outside 2000::/3 — mapped, NAT64, ULA, link-local — is refused
+// outright; ports are Keelson's URL validation's business, not the guard's.
+var publicOnly = ssrf.New(ssrf.WithAnyPort())
 
-// Ranges that embed an IPv4 address, judged by that address.
-var (
-	mappedV4 = netip.MustParsePrefix("::ffff:0:0/96")
-	nat64V4  = netip.MustParsePrefix("64:ff9b::/96")
-	sixToV4  = netip.MustParsePrefix("2002::/16")
-)
-
-func mustPrefixes(ss ...string) []netip.Prefix {
-	out := make([]netip.Prefix, len(ss))
-	for i, s := range ss {
-		out[i] = netip.MustParsePrefix(s)
-	}
-	return out
+// isPublicAddress reports whether ip is globally routable unicast.
+func isPublicAddress(ip netip.Addr) bool {
+	return ip.IsValid() && ip.Zone() == "" && publicOnly.SafeAddr(ip) == nil
 }
 
-// isPublicAddress reports whether ip is globally routable unicast. IPv6 forms that carry an IPv4
-// address (mapped, NAT64, 6to4) are judged by the embedded address, so they cannot smuggle 127.0.0.1.
-func isPublicAddress(ip netip.Addr) bool {
-	if !ip.IsValid() || ip.Zone() != "" {
-		return false
-	}
-	if ip.Is6() {
-		switch {
-		case mappedV4.Contains(ip):
-			return isPublicAddress(ip.Unmap())
-		case nat64V4.Contains(ip):
-			b := ip.As16()
-			return isPublicAddress(netip.AddrFrom4([4]byte(b[12:16])))
-		case sixToV4.Contains(ip):
-			b := ip.As16()
-			return isPublicAddress(netip.AddrFrom4([4]byte(b[2:6])))
+// targetPolicy decides which webhook targets a replica may reach: public addresses always, every
+// address when private targets are allowed (dev and tests), and the exact host:port pairs of an
+// allow-list (a receiver on the compose network) without switching the guard off for the rest.
+type targetPolicy struct {
+	allowPrivate bool
+	allowed      map[string]bool // canonical host:port
+}
+
+func newTargetPolicy(allowPrivate bool, allowedTargets []string) (targetPolicy, error) {
+	p := targetPolicy{allowPrivate: allowPrivate, allowed: make(map[string]bool, len(allowedTargets))}
+	for _, t := range allowedTargets {
+		key, err := canonicalTarget(t)
+		if err != nil {
+			return targetPolicy{}, fmt.Errorf("allowed target %q: %w", t, err)
 		}
+		p.allowed[key] = true
 	}
-	for _, p := range nonPublicPrefixes {
-		if p.Contains(ip) {
-			return false
+	return p, nil
+}
+
+// canonicalTarget lower-cases the host of a host:port pair and checks the port is 1–65535.
+func canonicalTarget(hostport string) (string, error) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil || host == "" {
+		return "", errors.New("must be host:port")
+	}
+	if _, err := parsePort(port); err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(strings.ToLower(strings.TrimSuffix(host, ".")), port), nil
+}
+
+// parsePort accepts the decimal ports 1–65535.
+func parsePort(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || s[0] == '+' || s[0] == '-' {
+		return 0, errors.New("port must be a number")
+	}
+	if n < 1 || n > 65535 {
+		return 0, errors.New("port must be between 1 and 65535")
+	}
+	return n, nil
+}
+
+// isAllowedTarget reports whether host:port is on the allow-list.
+func (p targetPolicy) isAllowedTarget(hostport string) bool {
+	key, err := canonicalTarget(hostport)
+	return err == nil && p.allowed[key]
+}
+
+// dialContext dials allow-listed targets (and everything, when private targets are allowed) plainly;
+// every other connection goes through the guard. The allow-list is decided on the name before
+// dialing, because the guard's Control sees only the resolved IP.
+func (p targetPolicy) dialContext(timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	plain := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	if p.allowPrivate {
+		return plain.DialContext
+	}
+	guarded := guardedDialer(timeout)
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if p.isAllowedTarget(addr) {
+			return plain.DialContext(ctx, network, addr)
 		}
+		return guarded.DialContext(ctx, network, addr)
 	}
-	return true
 }
 
 // guardedDialer dials only public addresses. The check runs in Control, on the address actually
 // being connected to after DNS resolution, so a name that resolves (or rebinds) to a private
 // address is refused before any packet leaves.
-func guardedDialer(timeout time.Duration, allowPrivate bool) *net.Dialer {
-	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
-	if allowPrivate {
-		return d
-	}
-	d.Control = func(_, address string, _ syscall.RawConn) error {
-		ap, err := netip.ParseAddrPort(address)
-		if err != nil {
-			return fmt.Errorf("%w: %q", errBlockedAddress, address)
-		}
-		if !isPublicAddress(ap.Addr()) {
-			return fmt.Errorf("%w: %s", errBlockedAddress, ap.Addr())
-		}
-		return nil
-	}
-	return d
+func guardedDialer(timeout time.Duration) *net.Dialer {
+	return &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second,
+		Control: func(network, address string, raw syscall.RawConn) error {
+			if err := publicOnly.Safe(network, address, raw); err != nil {
+				return fmt.Errorf("%w: %w", errBlockedAddress, err)
+			}
+			return nil
+		}}
 }

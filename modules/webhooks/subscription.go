@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -61,9 +62,9 @@ type SubscriptionPatch struct {
 }
 
 // newSubscription validates the input and returns the subscription with its secret.
-func newSubscription(in SubscriptionInput, now time.Time, allowPrivate bool) (*Subscription, error) {
+func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy) (*Subscription, error) {
 	var v apperr.Validator
-	checkErr(&v, "url", validateTargetURL(in.URL, allowPrivate))
+	checkErr(&v, "url", validateTargetURL(in.URL, targets))
 	patterns, err := normalizePatterns(in.EventTypes)
 	checkErr(&v, "event_types", err)
 	checkErr(&v, "description", validateDescription(in.Description))
@@ -92,11 +93,11 @@ func newSubscription(in SubscriptionInput, now time.Time, allowPrivate bool) (*S
 }
 
 // apply validates and applies a patch.
-func (s *Subscription) apply(p SubscriptionPatch, now time.Time, allowPrivate bool) error {
+func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets targetPolicy) error {
 	var v apperr.Validator
 	var patterns []string
 	if p.URL != nil {
-		checkErr(&v, "url", validateTargetURL(*p.URL, allowPrivate))
+		checkErr(&v, "url", validateTargetURL(*p.URL, targets))
 	}
 	if p.EventTypes != nil {
 		var err error
@@ -169,9 +170,10 @@ func (s *Subscription) signingKeys(now time.Time) ([][]byte, error) {
 	return keys, nil
 }
 
-// validateTargetURL accepts absolute http(s) URLs with a host and no credentials. A literal IP that
-// is not public is refused here (unless allowed); host names are judged at dial time by the guard.
-func validateTargetURL(raw string, allowPrivate bool) error {
+// validateTargetURL accepts absolute http(s) URLs with a host, a port in 1–65535 and no credentials.
+// A literal IP that is not public is refused here (unless allowed); host names are judged at dial
+// time by the guard.
+func validateTargetURL(raw string, targets targetPolicy) error {
 	if raw == "" {
 		return errors.New("must not be empty")
 	}
@@ -195,15 +197,32 @@ func validateTargetURL(raw string, allowPrivate bool) error {
 	if strings.ContainsAny(raw, " \t\r\n") {
 		return errors.New("must not contain whitespace")
 	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		if ip.Zone() != "" {
-			return errors.New("must not use an IPv6 zone")
-		}
-		if !allowPrivate && !isPublicAddress(ip) {
-			return errors.New("must not target a private, loopback, link-local or otherwise non-public address")
-		}
+	// Escapes in the host let one name be spelled many ways, past any list that compares names.
+	if strings.Contains(rawAuthority(raw), "%") {
+		return errors.New("must not contain percent-escapes in the host")
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	} else if _, err := parsePort(port); err != nil {
+		return err
+	}
+	if targets.allowPrivate || targets.isAllowedTarget(net.JoinHostPort(host, port)) {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && !isPublicAddress(ip) {
+		return errors.New("must not target a private, loopback, link-local or otherwise non-public address")
 	}
 	return nil
+}
+
+// rawAuthority is the user:password@host:port part of a URL as written (url.Parse decodes the host).
+func rawAuthority(raw string) string {
+	_, rest, _ := strings.Cut(raw, "//")
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
 }
 
 func validateDescription(d string) error {
@@ -252,7 +271,7 @@ func (p *patternSet) Scan(src any) error {
 // CreateSubscription validates and stores a subscription; it returns the secret, shown only now.
 // It joins the unit of work in ctx, so an in-process caller can create one within its own transaction.
 func (s *Service) CreateSubscription(ctx context.Context, in SubscriptionInput) (Subscription, string, error) {
-	sub, err := newSubscription(in, s.now(), s.cfg.AllowPrivateTargets)
+	sub, err := newSubscription(in, s.now(), s.targets)
 	if err != nil {
 		return Subscription{}, "", err
 	}
@@ -287,7 +306,7 @@ func (s *Service) UpdateSubscription(ctx context.Context, id uuid.UUID, p Subscr
 		if err := check.run(sub.Version.String()); err != nil {
 			return err
 		}
-		if err := sub.apply(p, s.now(), s.cfg.AllowPrivateTargets); err != nil {
+		if err := sub.apply(p, s.now(), s.targets); err != nil {
 			return err
 		}
 		if err := s.store.saveSubscription(ctx, sub); err != nil {

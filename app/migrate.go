@@ -34,9 +34,17 @@ func migrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	defer db.Close()
 	start := time.Now()
-	if err := database.Migrate(ctx, db.SQL(), migrationSets(mods)); err != nil {
+	applied, err := database.Apply(ctx, db.SQL(), migrationSets(mods))
+	for _, m := range applied {
+		logger.Info("migration applied", "owner", m.Owner, "version", m.Version, "file", m.File, "duration", m.Duration)
+	}
+	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	logger.Info("migrated", "modules", len(mods), "duration", time.Since(start).Round(time.Millisecond))
+	if len(applied) == 0 {
+		logger.Info("migrated: the database was up to date", "modules", len(mods), "duration", time.Since(start))
+		return nil
+	}
+	logger.Info("migrated", "applied", len(applied), "modules", len(mods), "duration", time.Since(start))
 	return nil
 }

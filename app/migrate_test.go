@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/platform/database/dbtest"
 )
 
@@ -70,4 +74,98 @@ func TestMigrateCreatesTheDatabaseAndIsSafeToRunConcurrently(t *testing.T) {
 	if applied == 0 || applied != files {
 		t.Fatalf("each platform migration must be recorded once: %d rows for %d versions", applied, files)
 	}
+}
+
+// serve on a database that was never migrated stops at once and says what to do, instead of
+// failing later on a missing table.
+func TestServeOnANeverMigratedDatabaseExitsAtOnceSayingToRunMigrate(t *testing.T) {
+	admin, err := sql.Open("pgx", dbtest.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	empty := fmt.Sprintf("keelson_empty_%d", time.Now().UnixNano())
+	if _, err := admin.Exec("CREATE DATABASE " + empty); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS " + empty + " WITH (FORCE)") })
+
+	cases := map[string]string{
+		"an empty database":           withDatabase(t, empty),
+		"a database that is missing":  withDatabase(t, fmt.Sprintf("keelson_missing_%d", time.Now().UnixNano())),
+		"only the platform's applied": dbtest.Create(t).URL,
+	}
+	for name, databaseURL := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("DATABASE_URL", databaseURL)
+			t.Setenv("HTTP_ADDR", "127.0.0.1:0")
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			start := time.Now()
+			err := run(ctx, []string{"serve"}, &bytes.Buffer{})
+			took := time.Since(start)
+			if err == nil || !strings.Contains(err.Error(), "run `keelson migrate`") {
+				t.Fatalf("serve = %v, want an error saying to run keelson migrate", err)
+			}
+			if took > 2*time.Second {
+				t.Fatalf("serve took %s to give up, want under 2s", took)
+			}
+		})
+	}
+}
+
+func withDatabase(t *testing.T, name string) string {
+	t.Helper()
+	u, err := url.Parse(dbtest.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// migrate says which migrations it applied, and that there was nothing to do on the next run.
+func TestMigrateListsWhatItApplied(t *testing.T) {
+	tdb := dbtest.Create(t)
+	t.Setenv("DATABASE_URL", tdb.URL)
+	t.Setenv("LOG_FORMAT", "json")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	if err := run(ctx, []string{"migrate"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var rec struct {
+			Msg   string `json:"msg"`
+			Owner string `json:"owner"`
+			File  string `json:"file"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON log line: %q", line)
+		}
+		if rec.Msg == "migration applied" {
+			files[rec.Owner+"/"+rec.File] = true
+		}
+	}
+	if !files["webhooks/"+firstMigration(t, "webhooks")] {
+		t.Fatalf("migrate did not list the webhooks module's first migration; listed %v\n%s", files, out.String())
+	}
+	out.Reset()
+	if err := run(ctx, []string{"migrate"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "migration applied") || !strings.Contains(out.String(), "up to date") {
+		t.Fatalf("a second migrate must say the database was up to date:\n%s", out.String())
+	}
+}
+
+func firstMigration(t *testing.T, owner string) string {
+	t.Helper()
+	entries, err := fs.ReadDir(migrations.For(owner), ".")
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("migrations of %s: %v", owner, err)
+	}
+	return entries[0].Name()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/host"
@@ -20,10 +21,21 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	logger.Info("starting", "config", cfg)
 	db, err := database.Open(ctx, database.Config{URL: cfg.DatabaseURL, MaxOpenConns: cfg.DBMaxOpenConns})
+	if database.IsMissingDatabase(err) {
+		return fmt.Errorf("%w: %w", database.ErrNotMigrated, err)
+	}
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	// Without this, a never-migrated database fails later and less clearly (a schedule's missing
+	// table) or not at all until the first request.
+	checkCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = database.CheckMigrated(checkCtx, db.SQL(), migrationSets(mods))
+	cancel()
+	if err != nil {
+		return err
+	}
 	replica, err := newReplica(cfg, logger, db, mods)
 	if err != nil {
 		return err

@@ -10,7 +10,11 @@ import (
 const (
 	codeUniqueViolation      = "23505"
 	codeSerializationFailure = "40001"
+	codeInvalidCatalogName   = "3D000"
 )
+
+// IsMissingDatabase is true when the database named in the URL does not exist (`keelson migrate` creates it).
+func IsMissingDatabase(err error) bool { return hasCode(err, codeInvalidCatalogName) }
 
 // IsUniqueViolation is true for SQLSTATE 23505 only: "already done" for idempotent side effects.
 // Every other error, a deadlock or another constraint included, is a real failure.

@@ -109,11 +109,18 @@ func (b *Bus) run(ctx context.Context) error {
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRun()
 	g, gctx := errgroup.WithContext(runCtx)
+	// started[i] is closed once component i runs or its Run has returned: only then may it be closed.
+	var started []<-chan struct{}
+	launch := func(running chan struct{}, run func(context.Context) error) {
+		returned := make(chan struct{})
+		g.Go(func() error { defer close(returned); return run(gctx) })
+		started = append(started, either(running, returned))
+	}
 	for _, f := range fwds {
-		g.Go(func() error { return f.Run(gctx) })
+		launch(f.Running(), f.Run)
 	}
 	if router != nil {
-		g.Go(func() error { return router.Run(gctx) })
+		launch(router.Running(), router.Run)
 	}
 	g.Go(func() error { sampleBacklog(gctx, b.db, b.cfg.BacklogInterval, b.metrics); return nil })
 	b.waitRunning(ctx, fwds, router)
@@ -126,6 +133,12 @@ func (b *Bus) run(ctx context.Context) error {
 	case <-gctx.Done(): // a component stopped on its own
 	}
 	b.logger.Info("messaging bus stopping")
+	// A watermill router closed before its Run has subscribed waits its whole CloseTimeout for
+	// handlers that never start, then fails with "router close timeout": a SIGTERM that arrives
+	// while the bus is still starting made an idle replica exit 1 after 25 s.
+	for _, s := range started {
+		<-s
+	}
 	// Forwarders and consumers stop in parallel, so the whole stop takes about ShutdownTimeout.
 	var (
 		closing sync.WaitGroup
@@ -147,7 +160,11 @@ func (b *Bus) run(ctx context.Context) error {
 		stop("forwarder", f.Close)
 	}
 	if router != nil {
-		stop("consumers", func() error { return errors.Join(router.Close(), sub.Close()) })
+		stop("consumers", func() error {
+			// The subscriber first (see outboxForwarder.Close): it lets in-flight messages settle.
+			subErr := sub.Close()
+			return errors.Join(router.Close(), subErr)
+		})
 	}
 	closing.Wait()
 	cancelRun()
@@ -156,6 +173,19 @@ func (b *Bus) run(ctx context.Context) error {
 	}
 	b.logger.Info("messaging bus stopped")
 	return errors.Join(errs...)
+}
+
+// either is closed once a or b is.
+func either(a, b <-chan struct{}) <-chan struct{} {
+	out := make(chan struct{})
+	go func() {
+		defer close(out)
+		select {
+		case <-a:
+		case <-b:
+		}
+	}()
+	return out
 }
 
 // declareUntilDone retries the topology declaration with backoff: RabbitMQ may start after us.

@@ -21,9 +21,14 @@ type outboxForwarder struct {
 	sub *drainingSubscriber
 }
 
-// Close stops the forwarder and returns once its outbox transaction has ended.
+// Close stops the forwarder and returns once its outbox transaction has ended. The subscriber is
+// closed first: watermill's router closes a handler's subscriber itself only when, of the two
+// signals it waits on at close, it happens to pick "router closing" over "context cancelled";
+// otherwise it waits for a message channel that our subscribers (which ignore the context by
+// design) never close, until its CloseTimeout, and fails with "router close timeout".
 func (f outboxForwarder) Close() error {
-	return errors.Join(f.Forwarder.Close(), f.sub.Close())
+	subErr := f.sub.Close()
+	return errors.Join(f.Forwarder.Close(), subErr)
 }
 
 // newForwarders builds cfg.Forwarders watermill forwarders over the outbox, publishing to RabbitMQ

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/keelson/keelson/platform/database/dbtest"
@@ -143,4 +144,35 @@ func TestStopMidBatchLosesNothing(t *testing.T) {
 	t.Logf("%d rows were left in the outbox after 5 interrupted runs", left)
 	seen, deliveries := got.snapshot()
 	t.Logf("%d events over interrupted runs: %d deliveries (%d duplicates)", len(seen), deliveries, deliveries-len(seen))
+}
+
+// A stop at any moment of the start is as clean and quick as any other. watermill's router, closed
+// before it had subscribed, or closed while its handler watched a cancelled context instead of
+// closing our subscriber, used to wait its whole close timeout and fail with "router close timeout".
+func TestABusStoppedWhileStartingReturnsPromptlyAndCleanly(t *testing.T) {
+	db := dbtest.New(t)
+	cfg := testConfig(t, "starting")
+	cfg.ShutdownTimeout = 10 * time.Second
+	sub := messaging.Subscription{Consumer: "starting", EventTypes: []string{"test.starting"},
+		Handle: func(context.Context, messaging.Event) error { return nil }}
+	for i := range 30 {
+		bus, err := messaging.New(cfg, db, testLogger(), prometheus.NewRegistry(), []messaging.Subscription{sub})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- bus.Run(ctx) }()
+		// Stop at a different moment of the start each time, from at once to after it.
+		time.Sleep(time.Duration(i) * 3 * time.Millisecond)
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("stop %d ms into the start: Run = %v, want nil", i*3, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("stop %d ms into the start: Run still running after 5s", i*3)
+		}
+	}
 }

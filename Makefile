@@ -3,7 +3,7 @@ BUILD_FLAGS := -trimpath -ldflags "-s -w"
 GOLANGCI_LINT_VERSION := v2.15.0
 GOVULNCHECK_VERSION := v1.9.0
 
-.PHONY: run build migrate serve test tidy-check vuln lint bench fmt services
+.PHONY: run build migrate serve test tidy-check vuln lint bench fmt services screenshots
 
 ## services: install (when missing) and start PostgreSQL and RabbitMQ on 127.0.0.1
 services:
@@ -46,3 +46,7 @@ bench:
 	go run ./bench/outbox
 	cd bench/jobs && go run . -rounds 3
 	go run ./bench/webhooks -events 5000 -fanout 10 -for 20s
+
+## screenshots: PNGs of the console's main pages into docs/images (needs chromium, PostgreSQL, RabbitMQ)
+screenshots: services
+	CONSOLE_SCREENSHOTS=$(CURDIR)/docs/images go test -count=1 -run 'photographed' ./platform/console/

@@ -40,6 +40,9 @@ type Config struct {
 	AssistantModel   string
 	AssistantAPIKey  string
 	AssistantTimeout time.Duration
+
+	ConsoleEnabled    bool
+	ConsoleSessionTTL time.Duration
 }
 
 // Variable is one configuration variable: its name, default and meaning, as documented in docs/operations.md.
@@ -106,6 +109,10 @@ var Variables = []Variable{
 		set: func(c *Config, v string) error { c.AssistantAPIKey = v; return nil }},
 	{Name: "ASSISTANT_TIMEOUT", Default: "30s", Usage: "timeout of one request to the OpenAI-compatible API",
 		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.AssistantTimeout) }},
+	{Name: "CONSOLE_ENABLED", Default: "true", Usage: "serve the web console at /console/",
+		set: func(c *Config, v string) error { return parseBool(v, &c.ConsoleEnabled) }},
+	{Name: "CONSOLE_SESSION_TTL", Default: "8h", Usage: "how long a console sign-in lasts",
+		set: func(c *Config, v string) error { return parseDuration(v, time.Minute, &c.ConsoleSessionTTL) }},
 }
 
 // LoadConfig reads every variable, applying defaults; the error names the first invalid variable.
@@ -164,6 +171,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("assistant_model", c.AssistantModel),
 		slog.String("assistant_api_key", mask(c.AssistantAPIKey)),
 		slog.Duration("assistant_timeout", c.AssistantTimeout),
+		slog.Bool("console_enabled", c.ConsoleEnabled),
+		slog.Duration("console_session_ttl", c.ConsoleSessionTTL),
 	)
 }
 

@@ -64,8 +64,10 @@ func newReplica(cfg Config, logger *slog.Logger, db *database.DB, mods []module.
 			PollInterval:    cfg.OutboxPollInterval,
 			ShutdownTimeout: workBound,
 		},
-		Jobs:            jobs.Config{Workers: cfg.JobWorkers, ShutdownTimeout: workBound},
-		ShutdownTimeout: cfg.ShutdownTimeout / 2,
-		Background:      true,
+		Jobs:              jobs.Config{Workers: cfg.JobWorkers, ShutdownTimeout: workBound},
+		ShutdownTimeout:   cfg.ShutdownTimeout / 2,
+		Background:        true,
+		Console:           cfg.ConsoleEnabled,
+		ConsoleSessionTTL: cfg.ConsoleSessionTTL,
 	}, mods)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/keelson/keelson/platform/console"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/jobs"
@@ -38,6 +39,9 @@ type Options struct {
 	// Background runs the bus and the job runner beside the HTTP API. Without it a replica only
 	// serves HTTP and every published event stays in the outbox.
 	Background bool
+	// Console serves the web console at /console/; ConsoleSessionTTL bounds its sign-ins (0 = its default).
+	Console           bool
+	ConsoleSessionTTL time.Duration
 }
 
 // Replica is one process's worth of Keelson.
@@ -88,6 +92,9 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 	jobsCfg := opts.Jobs
 	jobsCfg.InstanceID = opts.InstanceID
 	schedules := append(registry.Schedules(), pruneInbox(opts.DB))
+	if opts.Console {
+		schedules = append(schedules, console.PruneSessions(opts.DB.SQL()))
+	}
 	runner, err := jobs.NewRunner(opts.DB, jobsCfg, registry.JobKinds(), schedules, opts.Logger, metrics)
 	if err != nil {
 		return nil, err
@@ -106,6 +113,12 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 	}
 	for _, rs := range registry.RouteSets() {
 		rs.Mount(api)
+	}
+	if opts.Console {
+		if _, err := console.Mount(console.Options{Engine: engine, DB: opts.DB.SQL(), Logger: opts.Logger,
+			SessionTTL: opts.ConsoleSessionTTL}); err != nil {
+			return nil, err
+		}
 	}
 	return &Replica{Engine: engine, Registry: registry, Metrics: metrics, opts: opts, bus: bus, runner: runner}, nil
 }

@@ -75,6 +75,7 @@ type Options struct {
 	Jobs       jobs.Config
 	Background bool // run the bus and the job runner; without it events stay in the outbox
 	InstanceID string
+	Console    bool // serve the web console at /console/
 }
 
 // Replica is a started replica.
@@ -103,6 +104,7 @@ func Start(t testing.TB, db *database.DB, opts Options, mods ...module.Module) *
 	replica, err := host.New(host.Options{
 		DB: db, Logger: Logger(), InstanceID: opts.InstanceID, Tokens: []string{Token},
 		Messaging: opts.Messaging, Jobs: opts.Jobs, ShutdownTimeout: 5 * time.Second, Background: opts.Background,
+		Console: opts.Console,
 	}, mods)
 	if err != nil {
 		t.Fatalf("hosttest: %v", err)

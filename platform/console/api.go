@@ -1,0 +1,150 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/keelson/keelson/platform/httpapi"
+)
+
+// api calls the replica's own JSON API in-process with the signed-in user's token, so the console
+// shows and does exactly what that token may do: authentication, scopes and tenants are enforced
+// once, by the API.
+type api struct {
+	engine *gin.Engine
+
+	routesOnce sync.Once
+	routes     map[string]bool // "POST /api/v1/webhooks/subscriptions/:/pause"
+}
+
+// call is one request to the API.
+type call struct {
+	method  string
+	path    string // below /api/v1, e.g. "/webhooks/deliveries"
+	query   url.Values
+	body    any
+	ifMatch string // a version; sent as a strong ETag
+}
+
+// apiError is an API answer of 400 or more, with its problem+json body.
+type apiError struct {
+	Status int
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
+	Errors []struct {
+		Field   string `json:"field"`
+		Message string `json:"message"`
+	} `json:"errors"`
+}
+
+func (e *apiError) Error() string {
+	if e.Detail != "" {
+		return e.Detail
+	}
+	return fmt.Sprintf("the API answered %d %s", e.Status, http.StatusText(e.Status))
+}
+
+// statusOf returns the API status of err, or 0 when err is not an API answer.
+func statusOf(err error) int {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.Status
+	}
+	return 0
+}
+
+// do runs c for the request r of the console and decodes a 2xx JSON answer into out (nil = ignore it).
+func (a *api) do(r *http.Request, token string, c call, out any) error {
+	var body io.Reader
+	if c.body != nil {
+		raw, err := json.Marshal(c.body)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(raw)
+	}
+	target := httpapi.APIPrefix + c.path
+	if len(c.query) > 0 {
+		target += "?" + c.query.Encode()
+	}
+	req, err := http.NewRequestWithContext(r.Context(), c.method, target, body)
+	if err != nil {
+		return err
+	}
+	req.RemoteAddr = r.RemoteAddr
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "application/json")
+	if id := r.Header.Get(httpapi.RequestIDHeader); id != "" {
+		req.Header.Set(httpapi.RequestIDHeader, id)
+	}
+	if c.body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.ifMatch != "" {
+		req.Header.Set("If-Match", `"`+c.ifMatch+`"`)
+	}
+	rec := &recorder{header: http.Header{}}
+	a.engine.ServeHTTP(rec, req)
+	if rec.status >= 400 {
+		ae := &apiError{}
+		_ = json.Unmarshal(rec.body.Bytes(), ae)
+		ae.Status = rec.status
+		return ae
+	}
+	if out == nil || rec.body.Len() == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(rec.body.Bytes(), out); err != nil {
+		return fmt.Errorf("console: decode %s %s: %w", c.method, c.path, err)
+	}
+	return nil
+}
+
+var routeParam = regexp.MustCompile(`/[:*][^/]*`)
+
+// has reports whether the API serves method on path (parameters written as ":"), so the console
+// offers an action only where the API has its route.
+func (a *api) has(method, path string) bool {
+	a.routesOnce.Do(func() {
+		a.routes = map[string]bool{}
+		for _, rt := range a.engine.Routes() {
+			a.routes[rt.Method+" "+routeParam.ReplaceAllString(rt.Path, "/:")] = true
+		}
+	})
+	return a.routes[method+" "+httpapi.APIPrefix+path]
+}
+
+// recorder keeps an in-process answer of the API.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+
+// escapePath keeps a value from the page inside its own path segment.
+func escapePath(s string) string { return url.PathEscape(strings.TrimSpace(s)) }

@@ -1,0 +1,210 @@
+package console_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/keelson/keelson/platform/host/hosttest"
+)
+
+type created struct {
+	ID      string `json:"id"`
+	Version string `json:"version"`
+}
+
+type deliveryItem struct {
+	ID           string `json:"id"`
+	Status       string `json:"status"`
+	AttemptCount int    `json:"attempt_count"`
+	Version      string `json:"version"`
+}
+
+func subscribe(t *testing.T, r *hosttest.Replica, url, description string) created {
+	t.Helper()
+	resp := r.Do(t, http.MethodPost, "/api/v1/webhooks/subscriptions",
+		map[string]any{"url": url, "event_types": []string{"order.*"}, "description": description})
+	if resp.Status != http.StatusCreated {
+		t.Fatalf("subscribe: %d %s", resp.Status, resp.Body)
+	}
+	return hosttest.Decode[created](t, resp)
+}
+
+func publish(t *testing.T, r *hosttest.Replica, data map[string]any) {
+	t.Helper()
+	resp := r.Do(t, http.MethodPost, "/api/v1/webhooks/events", map[string]any{"type": "order.created", "data": data})
+	if resp.Status != http.StatusAccepted {
+		t.Fatalf("publish: %d %s", resp.Status, resp.Body)
+	}
+}
+
+func deliveries(t *testing.T, r *hosttest.Replica, query string) []deliveryItem {
+	t.Helper()
+	resp := r.Do(t, http.MethodGet, "/api/v1/webhooks/deliveries?"+query, nil)
+	if resp.Status != http.StatusOK {
+		t.Fatalf("deliveries: %d %s", resp.Status, resp.Body)
+	}
+	return hosttest.Decode[struct {
+		Items []deliveryItem `json:"items"`
+	}](t, resp).Items
+}
+
+func Test_a_person_finds_a_failed_delivery_redelivers_it_and_sees_the_new_attempt_on_another_replica(t *testing.T) {
+	c := startCluster(t)
+	rc := newReceiver(t, http.StatusInternalServerError)
+	subscribe(t, c.a, rc.URL+"/hooks", "orders of the shop")
+	publish(t, c.a, map[string]any{"order_id": 42})
+	hosttest.Eventually(t, 30*time.Second, func() bool { return len(deliveries(t, c.a, "status=failed")) == 1 },
+		"the delivery fails after its two attempts")
+
+	ctx := newBrowser(t, 1280, 900)
+	signIn(t, ctx, c.a)
+
+	// The session opened on replica a is good on replica b: it lives in PostgreSQL.
+	do(t, ctx, chromedp.Navigate(c.b.URL+"/console/deliveries"), chromedp.WaitVisible(chromedp.ID("f-status")),
+		chromedp.SetValue(chromedp.ID("f-status"), "failed"))
+	submit(t, ctx, "#apply-filters")
+	if rows := eval[int](t, ctx, `document.querySelectorAll("#deliveries tr.delivery.failed").length`); rows != 1 {
+		t.Fatalf("the failed filter shows %d rows, want 1", rows)
+	}
+	submit(t, ctx, "#deliveries tr.delivery a")
+	if got := text(t, ctx, "#delivery-status"); got != "failed" {
+		t.Fatalf("delivery status %q", got)
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll("#attempts li.attempt").length`); n != 2 {
+		t.Fatalf("%d attempts shown, want 2", n)
+	}
+	if payload := text(t, ctx, "#payload"); !strings.Contains(payload, `"order_id": 42`) {
+		t.Fatalf("payload not pretty-printed: %q", payload)
+	}
+
+	rc.status.Store(http.StatusNoContent)
+	if status := submit(t, ctx, "#redeliver"); status != http.StatusOK {
+		t.Fatalf("redeliver answered %d", status)
+	}
+	if notice := text(t, ctx, ".flash.notice"); !strings.Contains(notice, "Redelivery requested") {
+		t.Fatalf("notice %q", notice)
+	}
+	reloadUntil(t, ctx, 30*time.Second,
+		`document.querySelectorAll("#attempts li.attempt").length === 3 && document.getElementById("delivery-status").textContent === "succeeded"`,
+		"the third attempt shows after reload, and it succeeded")
+}
+
+func Test_a_redeliver_of_a_version_that_changed_since_the_page_loaded_reads_reload(t *testing.T) {
+	c := startCluster(t)
+	rc := newReceiver(t, http.StatusInternalServerError)
+	subscribe(t, c.a, rc.URL+"/hooks", "")
+	publish(t, c.a, map[string]any{"order_id": 7})
+	hosttest.Eventually(t, 30*time.Second, func() bool { return len(deliveries(t, c.a, "status=failed")) == 1 },
+		"the delivery fails")
+	d := deliveries(t, c.a, "status=failed")[0]
+
+	ctx := newBrowser(t, 1280, 900)
+	signIn(t, ctx, c.a)
+	do(t, ctx, chromedp.Navigate(c.a.URL+"/console/deliveries/"+d.ID), chromedp.WaitVisible(chromedp.ID("redeliver")))
+
+	// Someone else redelivers it through the API while the page is open.
+	if resp := c.b.Do(t, http.MethodPost, "/api/v1/webhooks/deliveries/"+d.ID+"/redeliver", nil); resp.Status != http.StatusAccepted {
+		t.Fatalf("redeliver through the API: %d %s", resp.Status, resp.Body)
+	}
+	submit(t, ctx, "#redeliver")
+	msg := text(t, ctx, ".flash.error")
+	if !strings.Contains(msg, "changed since you loaded it") || !strings.Contains(msg, "reload") {
+		t.Fatalf("stale redeliver shows %q", msg)
+	}
+	if got := eval[string](t, ctx, `document.getElementById("delivery-version").textContent`); got == d.Version {
+		t.Fatal("the page after the conflict still shows the stale version")
+	}
+}
+
+func Test_a_rename_posted_from_the_page_is_proposed_accepted_and_applied(t *testing.T) {
+	c := startCluster(t)
+	resp := c.a.Do(t, http.MethodPost, "/api/v1/conversations", map[string]any{"title": "Before"})
+	if resp.Status != http.StatusCreated {
+		t.Fatalf("create conversation: %d %s", resp.Status, resp.Body)
+	}
+	conv := hosttest.Decode[created](t, resp)
+
+	ctx := newBrowser(t, 375, 800)
+	signIn(t, ctx, c.a)
+	do(t, ctx, chromedp.Navigate(c.b.URL+"/console/conversations/"+conv.ID), chromedp.WaitVisible(chromedp.ID("content")),
+		chromedp.SendKeys(chromedp.ID("content"), "/rename Shipped orders"))
+	submit(t, ctx, "#post-message")
+	if notice := text(t, ctx, ".flash.notice"); !strings.Contains(notice, "Message posted") {
+		t.Fatalf("notice %q", notice)
+	}
+	reloadUntil(t, ctx, 30*time.Second, `document.querySelectorAll(".proposal button.accept").length === 1`,
+		"the assistant's rename proposal shows with an Accept button")
+	submit(t, ctx, ".proposal button.accept")
+	if notice := text(t, ctx, ".flash.notice"); !strings.Contains(notice, "Proposal accepted") {
+		t.Fatalf("notice %q", notice)
+	}
+	reloadUntil(t, ctx, 30*time.Second, `document.getElementById("conversation-title").textContent === "Shipped orders"`,
+		"the conversation is renamed")
+}
+
+func Test_the_loser_of_a_race_to_decide_a_proposal_reads_already_decided(t *testing.T) {
+	c := startCluster(t)
+	conv := hosttest.Decode[created](t, c.a.Do(t, http.MethodPost, "/api/v1/conversations", map[string]any{"title": "Race"}))
+	c.a.Do(t, http.MethodPost, "/api/v1/conversations/"+conv.ID+"/messages", map[string]any{"content": "/rename Raced"})
+	var proposalID string
+	hosttest.Eventually(t, 30*time.Second, func() bool {
+		items := hosttest.Decode[struct {
+			Items []created `json:"items"`
+		}](t, c.a.Do(t, http.MethodGet, "/api/v1/assistant/proposals?status=pending&conversation_id="+conv.ID, nil)).Items
+		if len(items) == 1 {
+			proposalID = items[0].ID
+		}
+		return proposalID != ""
+	}, "the proposal is made")
+
+	ctx := newBrowser(t, 1280, 900)
+	signIn(t, ctx, c.a)
+	do(t, ctx, chromedp.Navigate(c.a.URL+"/console/conversations/"+conv.ID), chromedp.WaitVisible(chromedp.CSS(".proposal button.reject")))
+	if resp := c.b.Do(t, http.MethodPost, "/api/v1/assistant/proposals/"+proposalID+"/accept", nil); resp.Status != http.StatusOK {
+		t.Fatalf("accept through the API: %d %s", resp.Status, resp.Body)
+	}
+	submit(t, ctx, ".proposal button.reject")
+	if msg := text(t, ctx, ".flash.error"); !strings.Contains(msg, "already decided") {
+		t.Fatalf("the loser reads %q", msg)
+	}
+}
+
+// hostile is markup that runs script if any page forgets to escape it.
+const hostile = `<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">`
+
+func Test_script_in_a_payload_a_description_and_a_message_runs_nothing(t *testing.T) {
+	c := startCluster(t)
+	rc := newReceiver(t, http.StatusNoContent)
+	sub := subscribe(t, c.a, rc.URL+"/hooks", hostile)
+	publish(t, c.a, map[string]any{"note": hostile})
+	hosttest.Eventually(t, 30*time.Second, func() bool { return len(deliveries(t, c.a, "status=succeeded")) == 1 }, "delivered")
+	d := deliveries(t, c.a, "")[0]
+	conv := hosttest.Decode[created](t, c.a.Do(t, http.MethodPost, "/api/v1/conversations", map[string]any{"title": hostile}))
+	c.a.Do(t, http.MethodPost, "/api/v1/conversations/"+conv.ID+"/messages", map[string]any{"content": hostile})
+
+	ctx := newBrowser(t, 1280, 900)
+	signIn(t, ctx, c.a)
+	// Each page and whether it shows the hostile text itself (the deliveries list shows no payload).
+	pages := []struct {
+		path  string
+		shows bool
+	}{{"/console/endpoints", true}, {"/console/endpoints/" + sub.ID, true}, {"/console/deliveries", false},
+		{"/console/deliveries/" + d.ID, true}, {"/console/conversations", true}, {"/console/conversations/" + conv.ID, true}}
+	for _, p := range pages {
+		path := p.path
+		do(t, ctx, chromedp.Navigate(c.a.URL+path), chromedp.WaitReady(chromedp.CSS("main")))
+		if pwned := eval[bool](t, ctx, `window.__pwned !== undefined`); pwned {
+			t.Fatalf("%s ran injected script", path)
+		}
+		if n := eval[int](t, ctx, `document.querySelectorAll("img, main script, [onerror]").length`); n != 0 {
+			t.Fatalf("%s holds %d injected elements", path, n)
+		}
+		if p.shows && !strings.Contains(eval[string](t, ctx, `document.querySelector("main").textContent`), "<script>") {
+			t.Fatalf("%s does not show the hostile text as text", path)
+		}
+	}
+}

@@ -1,0 +1,230 @@
+// Package console serves the web console at /console/: server-rendered pages over the replica's own
+// JSON API, called in-process with the signed-in user's token. Sessions live in PostgreSQL, so any
+// replica serves any session; the token is stored only sealed under a key that the cookie alone holds.
+package console
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/keelson/keelson/platform/correlation"
+	"github.com/keelson/keelson/platform/jobs"
+)
+
+// Prefix is where the console is served.
+const Prefix = "/console"
+
+// DefaultSessionTTL is how long a sign-in lasts when Options.SessionTTL is zero.
+const DefaultSessionTTL = 8 * time.Hour
+
+const (
+	sessionCookie = "keelson_console"
+	signInCookie  = "keelson_console_signin" // double-submit token of the sign-in form, before any session
+	csrfField     = "csrf"
+)
+
+// contentSecurityPolicy allows the console's own stylesheet and script and nothing inline or foreign.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+//go:embed static
+var staticFiles embed.FS
+
+// Options are what the console needs from its replica.
+type Options struct {
+	// Engine is the replica's gin engine: the console mounts its pages on it and calls its /api/v1.
+	Engine *gin.Engine
+	// DB holds the sessions (table console_sessions, a platform migration).
+	DB     *sql.DB
+	Logger *slog.Logger
+	// SessionTTL is how long a sign-in lasts; zero means DefaultSessionTTL.
+	SessionTTL time.Duration
+}
+
+// Console is the mounted console.
+type Console struct {
+	api      *api
+	sessions *sessionStore
+	views    *views
+	logger   *slog.Logger
+}
+
+// Mount adds the console's routes under /console to opts.Engine. Mount it after the modules' routes.
+func Mount(opts Options) (*Console, error) {
+	if opts.Engine == nil || opts.DB == nil || opts.Logger == nil {
+		return nil, errors.New("console: Engine, DB and Logger are required")
+	}
+	ttl := opts.SessionTTL
+	if ttl <= 0 {
+		ttl = DefaultSessionTTL
+	}
+	v, err := loadViews()
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{
+		api:      &api{engine: opts.Engine},
+		sessions: &sessionStore{db: opts.DB, ttl: ttl},
+		views:    v,
+		logger:   opts.Logger.With("component", "console"),
+	}
+	static, err := fs.Sub(staticFiles, "static")
+	if err != nil {
+		return nil, err
+	}
+
+	opts.Engine.GET(Prefix, func(g *gin.Context) { g.Redirect(http.StatusFound, Prefix+"/") })
+	root := opts.Engine.Group(Prefix, securityHeaders)
+	root.StaticFS("/static", http.FS(static))
+	root.GET("/", func(g *gin.Context) { g.Redirect(http.StatusFound, Prefix+"/endpoints") })
+	root.GET("/sign-in", c.signInPage)
+	root.POST("/sign-in", c.signIn)
+
+	in := root.Group("", c.requireSession)
+	in.POST("/sign-out", c.handle(c.signOut))
+	in.GET("/endpoints", c.handle(c.endpoints))
+	in.GET("/endpoints/:id", c.handle(c.endpoint))
+	in.POST("/endpoints/:id/:action", c.handle(c.endpointAction))
+	in.GET("/deliveries", c.handle(c.deliveries))
+	in.GET("/deliveries/:id", c.handle(c.delivery))
+	in.POST("/deliveries/:id/redeliver", c.handle(c.redeliver))
+	in.GET("/event-types", c.handle(c.eventTypes))
+	in.GET("/conversations", c.handle(c.conversations))
+	in.POST("/conversations", c.handle(c.createConversation))
+	in.GET("/conversations/:id", c.handle(c.conversation))
+	in.POST("/conversations/:id/messages", c.handle(c.postMessage))
+	in.POST("/proposals/:id/:decision", c.handle(c.decide))
+	return c, nil
+}
+
+// PruneSessions deletes expired sessions; expired ones are refused anyway, this only keeps the table small.
+func PruneSessions(db *sql.DB) jobs.Schedule {
+	store := &sessionStore{db: db}
+	return jobs.Schedule{Name: "console.prune_sessions", Interval: time.Hour, Run: func(ctx context.Context) error {
+		_, err := store.prune(ctx)
+		return err
+	}}
+}
+
+func securityHeaders(g *gin.Context) {
+	h := g.Writer.Header()
+	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store") // pages show secrets and private data
+	g.Next()
+}
+
+// secure says whether the browser reached us over TLS, directly or through a proxy that says so.
+func secure(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+}
+
+func setCookie(g *gin.Context, name, value string, maxAge int) {
+	http.SetCookie(g.Writer, &http.Cookie{
+		Name: name, Value: value, Path: Prefix, MaxAge: maxAge,
+		HttpOnly: true, Secure: secure(g.Request), SameSite: http.SameSiteStrictMode,
+	})
+}
+
+const sessionKey = "console.session"
+
+// requireSession opens the session of the cookie or sends the browser to the sign-in page, and
+// refuses any POST whose form does not carry the session's CSRF token.
+func (c *Console) requireSession(g *gin.Context) {
+	cookie, err := g.Cookie(sessionCookie)
+	var s session
+	if err == nil {
+		s, err = c.sessions.open(g.Request.Context(), cookie)
+	}
+	if err != nil {
+		if !errors.Is(err, errNoSession) && !errors.Is(err, http.ErrNoCookie) {
+			c.fail(g, http.StatusServiceUnavailable, "The console cannot reach its database right now. Try again in a moment.", err)
+			g.Abort()
+			return
+		}
+		if g.Request.Method == http.MethodGet {
+			g.Redirect(http.StatusSeeOther, Prefix+"/sign-in?next="+url.QueryEscape(g.Request.URL.RequestURI()))
+		} else {
+			g.Redirect(http.StatusSeeOther, Prefix+"/sign-in?notice=expired")
+		}
+		g.Abort()
+		return
+	}
+	if g.Request.Method == http.MethodPost && !sameToken(g.PostForm(csrfField), s.CSRF) {
+		c.render(g, http.StatusForbidden, "error", page{Title: "Refused", Session: &s,
+			Error: "This form was refused: it did not carry this console's security token. Reload the page and try again."})
+		g.Abort()
+		return
+	}
+	g.Set(sessionKey, s)
+	g.Next()
+}
+
+// handle runs a page handler with the session and turns the API's answers into pages.
+func (c *Console) handle(fn func(g *gin.Context, s session) error) gin.HandlerFunc {
+	return func(g *gin.Context) {
+		s := g.MustGet(sessionKey).(session)
+		err := fn(g, s)
+		if err == nil {
+			return
+		}
+		var ae *apiError
+		switch {
+		case errors.As(err, &ae) && ae.Status == http.StatusUnauthorized:
+			// The token was revoked or expired since sign-in: the session is worth nothing now.
+			_ = c.sessions.end(g.Request.Context(), s.ID)
+			setCookie(g, sessionCookie, "", -1)
+			g.Redirect(http.StatusSeeOther, Prefix+"/sign-in?notice=token")
+		case errors.As(err, &ae) && ae.Status == http.StatusForbidden:
+			c.render(g, http.StatusForbidden, "error", page{Title: "Not allowed", Session: &s,
+				Error: "Your token may not do this. " + ae.Error()})
+		case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
+			c.render(g, http.StatusNotFound, "error", page{Title: "Not found", Session: &s,
+				Error: "There is nothing here, or your token may not see it."})
+		case errors.As(err, &ae) && ae.Status < 500:
+			c.render(g, ae.Status, "error", page{Title: "Refused", Session: &s, Error: "The API refused this: " + ae.Error()})
+		default:
+			c.fail(g, http.StatusBadGateway, "Something went wrong while asking the API. Try again in a moment.", err)
+		}
+	}
+}
+
+// fail logs err and shows a page that does not reveal it.
+func (c *Console) fail(g *gin.Context, status int, message string, err error) {
+	c.logger.ErrorContext(g.Request.Context(), "console page failed", "error", err,
+		"path", g.Request.URL.Path, "request_id", correlation.ID(g.Request.Context()))
+	var s *session
+	if v, ok := g.Get(sessionKey); ok {
+		sv := v.(session)
+		s = &sv
+	}
+	c.render(g, status, "error", page{Title: "Error", Session: s, Error: message})
+}
+
+// back redirects to a console page after a form, with a notice or error code the page turns into text.
+func back(g *gin.Context, path, param, code string) error {
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	g.Redirect(http.StatusSeeOther, Prefix+path+sep+param+"="+url.QueryEscape(code))
+	return nil
+}
+
+// conflicted reports whether err is the API saying the version shown is no longer current.
+func conflicted(err error) bool {
+	s := statusOf(err)
+	return s == http.StatusConflict || s == http.StatusPreconditionFailed
+}

@@ -1,0 +1,97 @@
+package console_test
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/keelson/keelson/platform/host/hosttest"
+)
+
+// Test_the_main_pages_fit_a_phone_and_a_desktop_and_are_photographed renders every main page at
+// 1280 and 375 px wide, checks nothing overflows sideways, and writes the PNGs into
+// $CONSOLE_SCREENSHOTS (make screenshots sets it to docs/images), or a temporary directory.
+func Test_the_main_pages_fit_a_phone_and_a_desktop_and_are_photographed(t *testing.T) {
+	dir := os.Getenv("CONSOLE_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	c := startCluster(t)
+	healthy := newReceiver(t, http.StatusNoContent)
+	failing := newReceiver(t, http.StatusServiceUnavailable)
+	subscribe(t, c.a, healthy.URL+"/hooks/orders", "Order pipeline of the shop")
+	bad := subscribe(t, c.a, failing.URL+"/hooks/billing", "Billing system (down for maintenance)")
+	for i := range 24 {
+		publish(t, c.a, map[string]any{"order_id": 1000 + i, "total": fmt.Sprintf("%d.90", 10+i), "currency": "EUR"})
+	}
+	hosttest.Eventually(t, 60*time.Second, func() bool {
+		return len(deliveries(t, c.a, "status=pending&limit=200")) == 0
+	}, "every delivery finished")
+	// Spread the deliveries over the last day, in their order, so the hourly charts show a day.
+	if _, err := c.db.Open(t).SQL().Exec(`WITH ranked AS (
+			SELECT id, row_number() OVER (ORDER BY id DESC) AS n FROM webhook_deliveries)
+		UPDATE webhook_deliveries d SET created_at = now() - (r.n * interval '47 minutes'),
+			updated_at = now() - (r.n * interval '47 minutes') + interval '2 seconds'
+		FROM ranked r WHERE r.id = d.id`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.db.Open(t).SQL().Exec(`UPDATE webhook_attempts a SET started_at = d.created_at + a.number * interval '1 second'
+		FROM webhook_deliveries d WHERE d.id = a.delivery_id`); err != nil {
+		t.Fatal(err)
+	}
+	failed := deliveries(t, c.a, "status=failed&subscription_id="+bad.ID)[0]
+
+	conv := hosttest.Decode[created](t, c.a.Do(t, http.MethodPost, "/api/v1/conversations", map[string]any{"title": "Order 1042 refund"}))
+	c.a.Do(t, http.MethodPost, "/api/v1/conversations/"+conv.ID+"/messages", map[string]any{"content": "The customer asked for a refund of order 1042."})
+	c.a.Do(t, http.MethodPost, "/api/v1/conversations/"+conv.ID+"/messages", map[string]any{"content": "/rename Refund for order 1042"})
+	hosttest.Eventually(t, 30*time.Second, func() bool {
+		return len(hosttest.Decode[struct {
+			Items []created `json:"items"`
+		}](t, c.a.Do(t, http.MethodGet, "/api/v1/assistant/proposals?status=pending&conversation_id="+conv.ID, nil)).Items) == 1
+	}, "the rename is proposed")
+
+	shots := []struct{ name, path string }{
+		{"sign-in", "/console/sign-in"},
+		{"endpoints", "/console/endpoints"},
+		{"endpoint", "/console/endpoints/" + bad.ID},
+		{"deliveries", "/console/deliveries"},
+		{"delivery", "/console/deliveries/" + failed.ID},
+		{"conversation", "/console/conversations/" + conv.ID},
+	}
+	for _, size := range []struct {
+		suffix        string
+		width, height int64
+	}{{"", 1280, 800}, {"-phone", 375, 800}} {
+		ctx := newBrowser(t, size.width, size.height)
+		for _, s := range shots {
+			if s.name == "sign-in" {
+				do(t, ctx, chromedp.Navigate(c.a.URL+s.path), chromedp.WaitVisible(chromedp.ID("token")))
+			} else {
+				do(t, ctx, chromedp.Navigate(c.a.URL+s.path), chromedp.WaitReady(chromedp.CSS("main")))
+			}
+			if wide := eval[int](t, ctx, `document.documentElement.scrollWidth`); wide > int(size.width) {
+				t.Errorf("%s at %d px is %d px wide", s.name, size.width, wide)
+			}
+			// A phone shows its first screen; a desktop the whole page.
+			shot := chromedp.FullScreenshot(100)
+			if size.width < 500 {
+				shot = chromedp.CaptureScreenshot()
+			}
+			png, err := chromedp.Run(ctx, shot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "console-"+s.name+size.suffix+".png"), png, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if s.name == "sign-in" {
+				signIn(t, ctx, c.a)
+			}
+		}
+	}
+}

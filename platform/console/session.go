@@ -1,0 +1,175 @@
+package console
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// A session cookie is base64url(id ‖ secret). The row keyed by id keeps a hash of the secret and the API
+// token sealed with AES-256-GCM under a key derived from the secret, so neither the database nor the
+// cookie alone yields the token, and any replica can open the session.
+const (
+	secretBytes = 32
+	cookieBytes = 16 + secretBytes
+)
+
+// errNoSession is any cookie that does not open a live session: absent, malformed, unknown, expired.
+var errNoSession = errors.New("console: no session")
+
+type session struct {
+	ID      uuid.UUID
+	Token   string
+	CSRF    string
+	Expires time.Time
+}
+
+type sessionStore struct {
+	db  *sql.DB
+	ttl time.Duration
+}
+
+func deriveKey(secret []byte, purpose string) []byte {
+	key, err := hkdf.Key(sha256.New, secret, nil, "keelson console "+purpose, 32)
+	if err != nil {
+		panic(fmt.Sprintf("console: hkdf: %v", err)) // only fails for absurd lengths
+	}
+	return key
+}
+
+func secretHash(secret []byte) []byte { return deriveKey(secret, "session id check") }
+
+// csrfToken is bound to the session's secret, so a page of another origin cannot know it and a
+// replica can check it without storing it.
+func csrfToken(secret []byte) string {
+	mac := hmac.New(sha256.New, deriveKey(secret, "csrf"))
+	mac.Write([]byte("form"))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+func sealToken(secret []byte, token string) ([]byte, error) {
+	aead, err := tokenCipher(secret)
+	if err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return aead.Seal(nonce, nonce, []byte(token), nil), nil
+}
+
+func openToken(secret, sealed []byte) (string, error) {
+	aead, err := tokenCipher(secret)
+	if err != nil {
+		return "", err
+	}
+	if len(sealed) < aead.NonceSize() {
+		return "", errNoSession
+	}
+	plain, err := aead.Open(nil, sealed[:aead.NonceSize()], sealed[aead.NonceSize():], nil)
+	if err != nil {
+		return "", errNoSession
+	}
+	return string(plain), nil
+}
+
+func tokenCipher(secret []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(deriveKey(secret, "token seal"))
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+// create stores a new session for token and returns it with the cookie value that opens it.
+func (s *sessionStore) create(ctx context.Context, token string) (session, string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return session{}, "", err
+	}
+	secret := make([]byte, secretBytes)
+	if _, err := rand.Read(secret); err != nil {
+		return session{}, "", err
+	}
+	sealed, err := sealToken(secret, token)
+	if err != nil {
+		return session{}, "", err
+	}
+	expires := time.Now().Add(s.ttl).UTC().Truncate(time.Microsecond)
+	if _, err := s.db.ExecContext(ctx,
+		`INSERT INTO console_sessions (id, secret_hash, sealed_token, expires_at) VALUES ($1, $2, $3, $4)`,
+		id, secretHash(secret), sealed, expires); err != nil {
+		return session{}, "", fmt.Errorf("console: create session: %w", err)
+	}
+	cookie := base64.RawURLEncoding.EncodeToString(append(id[:], secret...))
+	return session{ID: id, Token: token, CSRF: csrfToken(secret), Expires: expires}, cookie, nil
+}
+
+// open returns the live session a cookie value names, or errNoSession.
+func (s *sessionStore) open(ctx context.Context, cookie string) (session, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(cookie)
+	if err != nil || len(raw) != cookieBytes {
+		return session{}, errNoSession
+	}
+	id, secret := uuid.UUID(raw[:16]), raw[16:]
+	var hash, sealed []byte
+	var expires time.Time
+	err = s.db.QueryRowContext(ctx,
+		`SELECT secret_hash, sealed_token, expires_at FROM console_sessions WHERE id = $1 AND expires_at > now()`, id).
+		Scan(&hash, &sealed, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return session{}, errNoSession
+	}
+	if err != nil {
+		return session{}, fmt.Errorf("console: open session: %w", err)
+	}
+	if subtle.ConstantTimeCompare(hash, secretHash(secret)) != 1 {
+		return session{}, errNoSession
+	}
+	token, err := openToken(secret, sealed)
+	if err != nil {
+		return session{}, err
+	}
+	return session{ID: id, Token: token, CSRF: csrfToken(secret), Expires: expires}, nil
+}
+
+// end deletes the session: sign-out holds on every replica at once.
+func (s *sessionStore) end(ctx context.Context, id uuid.UUID) error {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM console_sessions WHERE id = $1`, id)
+	return err
+}
+
+// prune deletes expired sessions in bounded batches and returns how many went.
+func (s *sessionStore) prune(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		res, err := s.db.ExecContext(ctx, `DELETE FROM console_sessions WHERE id IN
+			(SELECT id FROM console_sessions WHERE expires_at <= now() LIMIT 1000)`)
+		if err != nil {
+			return total, err
+		}
+		n, _ := res.RowsAffected()
+		total += n
+		if n < 1000 {
+			return total, nil
+		}
+	}
+}
+
+// sameToken compares two CSRF tokens in constant time.
+func sameToken(a, b string) bool {
+	return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}

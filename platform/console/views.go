@@ -1,0 +1,205 @@
+package console
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+//go:embed templates
+var templateFiles embed.FS
+
+// page is what every template gets; Data is the page's own.
+type page struct {
+	Title   string
+	Section string // the navigation entry to mark current
+	Session *session
+	Notice  string
+	Error   string
+	Catalog bool // the API lists event types
+	Data    any
+}
+
+// SignedIn says whether the page belongs to a session (the sign-in form has only its CSRF token).
+func (p page) SignedIn() bool { return p.Session != nil && p.Session.Token != "" }
+
+// CSRF is the token every form of the page carries.
+func (p page) CSRF() string {
+	if p.Session == nil {
+		return ""
+	}
+	return p.Session.CSRF
+}
+
+type views struct {
+	pages map[string]*template.Template
+}
+
+var funcs = template.FuncMap{
+	"when": func(t any) string {
+		switch v := t.(type) {
+		case time.Time:
+			if v.IsZero() {
+				return "—"
+			}
+			return v.UTC().Format("2006-01-02 15:04:05 UTC")
+		case *time.Time:
+			if v == nil || v.IsZero() {
+				return "—"
+			}
+			return v.UTC().Format("2006-01-02 15:04:05 UTC")
+		}
+		return "—"
+	},
+	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"short": func(id string) string {
+		if len(id) > 8 {
+			return id[:8]
+		}
+		return id
+	},
+	"str": func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	},
+	"code": func(p *int) string {
+		if p == nil {
+			return "—"
+		}
+		return fmt.Sprint(*p)
+	},
+	"deref": func(p *int) int {
+		if p == nil {
+			return 0
+		}
+		return *p
+	},
+	"pretty": pretty,
+	"join":   strings.Join,
+}
+
+// pretty indents JSON for reading and undoes the \u003c, \u003e and \u0026 escapes Go's encoder adds:
+// the template escapes the text for HTML, and the reader sees the characters the JSON means.
+func pretty(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if len(raw) == 0 || json.Indent(&buf, raw, "", "  ") != nil {
+		return string(raw)
+	}
+	in := buf.Bytes()
+	out := make([]byte, 0, len(in))
+	for i := 0; i < len(in); i++ {
+		if in[i] != '\\' || i+1 >= len(in) {
+			out = append(out, in[i])
+			continue
+		}
+		if i+5 < len(in) && in[i+1] == 'u' {
+			switch string(in[i+2 : i+6]) {
+			case "003c", "003C":
+				out, i = append(out, '<'), i+5
+				continue
+			case "003e", "003E":
+				out, i = append(out, '>'), i+5
+				continue
+			case "0026":
+				out, i = append(out, '&'), i+5
+				continue
+			}
+		}
+		out, i = append(out, in[i], in[i+1]), i+1 // any other escape, \\ included, stays as it is
+	}
+	return string(out)
+}
+
+func loadViews() (*views, error) {
+	layout, err := fs.ReadFile(templateFiles, "templates/layout.html")
+	if err != nil {
+		return nil, err
+	}
+	partials, err := fs.ReadFile(templateFiles, "templates/partials.html")
+	if err != nil {
+		return nil, err
+	}
+	entries, err := fs.ReadDir(templateFiles, "templates")
+	if err != nil {
+		return nil, err
+	}
+	v := &views{pages: map[string]*template.Template{}}
+	for _, e := range entries {
+		name := strings.TrimSuffix(e.Name(), ".html")
+		if name == "layout" || name == "partials" || e.IsDir() {
+			continue
+		}
+		body, err := fs.ReadFile(templateFiles, "templates/"+e.Name())
+		if err != nil {
+			return nil, err
+		}
+		t, err := template.New("layout").Funcs(funcs).Parse(string(layout))
+		if err != nil {
+			return nil, fmt.Errorf("console: layout: %w", err)
+		}
+		if _, err := t.Parse(string(partials)); err != nil {
+			return nil, fmt.Errorf("console: partials: %w", err)
+		}
+		if _, err := t.Parse(string(body)); err != nil {
+			return nil, fmt.Errorf("console: %s: %w", e.Name(), err)
+		}
+		v.pages[name] = t
+	}
+	return v, nil
+}
+
+// render writes a page; a template failure is a programming error and answers a plain 500.
+func (c *Console) render(g *gin.Context, status int, name string, p page) {
+	p.Catalog = c.api.has(http.MethodGet, "/webhooks/event-types")
+	if p.Notice == "" {
+		p.Notice = notices[g.Query("notice")]
+	}
+	if p.Error == "" {
+		p.Error = errorTexts[g.Query("error")]
+	}
+	var buf bytes.Buffer
+	t := c.views.pages[name]
+	if t == nil {
+		c.logger.Error("console: no template", "name", name)
+		g.String(http.StatusInternalServerError, "internal error")
+		return
+	}
+	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
+		c.logger.Error("console: render", "template", name, "error", err)
+		g.String(http.StatusInternalServerError, "internal error")
+		return
+	}
+	g.Data(status, "text/html; charset=utf-8", buf.Bytes())
+}
+
+// notices and errorTexts are the messages a redirect after a form may ask for by code; a code keeps
+// the text out of the address bar and out of anyone's control.
+var notices = map[string]string{
+	"signed-out":  "You are signed out.",
+	"expired":     "Your session has ended. Sign in again.",
+	"token":       "Your API token is no longer accepted. Sign in with a valid one.",
+	"redelivered": "Redelivery requested: a new attempt will appear here in a moment — reload to see it.",
+	"posted":      "Message posted. The assistant's reply and any proposal appear in a moment — reload to see them.",
+	"created":     "Conversation created.",
+	"accepted":    "Proposal accepted. Its action is applied in a moment — reload to see it.",
+	"rejected":    "Proposal rejected.",
+	"paused":      "Endpoint paused: its deliveries wait until it is resumed.",
+	"resumed":     "Endpoint resumed.",
+	"recovering":  "Recovery started: the failed deliveries are queued again in the background.",
+}
+
+var errorTexts = map[string]string{
+	"conflict": "Not done: this changed since you loaded it — reload and try again.",
+	"decided":  "Not done: this proposal was already decided — reload to see the decision.",
+	"empty":    "Write something first.",
+}

@@ -10,20 +10,23 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/keelson/keelson/platform/httpapi"
 )
 
 // Config is the whole runtime configuration, read from the environment once at start.
 type Config struct {
-	DatabaseURL     string
-	DBMaxOpenConns  int
-	AMQPURL         string
-	AMQPExchange    string
-	AMQPQueuePrefix string
-	HTTPAddr        string
-	APITokens       []string
-	InstanceID      string
-	LogLevel        slog.Level
-	LogFormat       string
+	DatabaseURL        string
+	DBMaxOpenConns     int
+	AMQPURL            string
+	AMQPExchange       string
+	AMQPQueuePrefix    string
+	HTTPAddr           string
+	APITokens          []string
+	CORSAllowedOrigins []string
+	InstanceID         string
+	LogLevel           slog.Level
+	LogFormat          string
 
 	OutboxPollInterval time.Duration
 	JobWorkers         int
@@ -71,6 +74,16 @@ var Variables = []Variable{
 		set: func(c *Config, v string) error { c.HTTPAddr = v; return nil }},
 	{Name: "API_TOKENS", Default: "", Secret: true, Usage: "comma-separated bearer tokens accepted on /api/v1",
 		set: func(c *Config, v string) error { c.APITokens = splitList(v); return nil }},
+	{Name: "CORS_ALLOWED_ORIGINS", Default: "", Usage: "comma-separated browser origins (https://app.example.com) allowed to call the API; none by default",
+		set: func(c *Config, v string) error {
+			c.CORSAllowedOrigins = splitList(v)
+			for _, o := range c.CORSAllowedOrigins {
+				if err := httpapi.CheckOrigin(o); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
 	{Name: "INSTANCE_ID", Default: "", Usage: "worker identity written into claims (default hostname:pid)",
 		set: func(c *Config, v string) error { c.InstanceID = v; return nil }},
 	{Name: "LOG_LEVEL", Default: "info", Usage: "debug, info, warn or error",
@@ -155,6 +168,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("amqp_queue_prefix", c.AMQPQueuePrefix),
 		slog.String("http_addr", c.HTTPAddr),
 		slog.String("api_tokens", fmt.Sprintf("%d configured", len(c.APITokens))),
+		slog.Any("cors_allowed_origins", c.CORSAllowedOrigins),
 		slog.String("instance_id", c.InstanceID),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.String("log_format", c.LogFormat),

@@ -53,10 +53,11 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 func newReplica(cfg Config, logger *slog.Logger, db *database.DB, mods []module.Module) (*host.Replica, error) {
 	workBound := cfg.ShutdownTimeout * 4 / 5
 	return host.New(host.Options{
-		DB:         db,
-		Logger:     logger,
-		InstanceID: cfg.InstanceID,
-		Tokens:     cfg.APITokens,
+		DB:                 db,
+		Logger:             logger,
+		InstanceID:         cfg.InstanceID,
+		Tokens:             cfg.APITokens,
+		CORSAllowedOrigins: cfg.CORSAllowedOrigins,
 		Messaging: messaging.Config{
 			AMQPURL:         cfg.AMQPURL,
 			Exchange:        cfg.AMQPExchange,

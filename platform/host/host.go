@@ -31,9 +31,11 @@ type Options struct {
 	DB         *database.DB
 	Logger     *slog.Logger
 	InstanceID string
-	Tokens     []string         // bearer tokens accepted on /api/v1
-	Messaging  messaging.Config // AMQPURL at least
-	Jobs       jobs.Config      // InstanceID is taken from Options
+	Tokens     []string // bearer tokens accepted on /api/v1
+	// CORSAllowedOrigins are the browser origins allowed to call the API cross-origin (none by default).
+	CORSAllowedOrigins []string
+	Messaging          messaging.Config // AMQPURL at least
+	Jobs               jobs.Config      // InstanceID is taken from Options
 	// ShutdownTimeout bounds the HTTP drain at stop; the bus and the runner have their own bounds. Default 10s.
 	ShutdownTimeout time.Duration
 	// Background runs the bus and the job runner beside the HTTP API. Without it a replica only
@@ -101,12 +103,13 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 	}
 
 	engine, api, err := httpapi.NewEngine(httpapi.Options{
-		Logger:        opts.Logger,
-		Tokens:        opts.Tokens,
-		Metrics:       metrics,
-		Ready:         map[string]func(context.Context) error{"postgres": opts.DB.Ping, "rabbitmq": bus.Ping},
-		ConflictCodes: registry.ConflictCodes(),
-		OpenAPI:       registry.OpenAPIFragments(),
+		Logger:             opts.Logger,
+		Tokens:             opts.Tokens,
+		CORSAllowedOrigins: opts.CORSAllowedOrigins,
+		Metrics:            metrics,
+		Ready:              map[string]func(context.Context) error{"postgres": opts.DB.Ping, "rabbitmq": bus.Ping},
+		ConflictCodes:      registry.ConflictCodes(),
+		OpenAPI:            registry.OpenAPIFragments(),
 	})
 	if err != nil {
 		return nil, err

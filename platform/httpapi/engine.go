@@ -31,6 +31,9 @@ type Options struct {
 	ConflictCodes map[string]string
 	// OpenAPI are module fragments merged into /openapi.json.
 	OpenAPI [][]byte
+	// CORSAllowedOrigins are the browser origins (https://app.example.com) allowed to call the
+	// API cross-origin; none means no CORS headers at all.
+	CORSAllowedOrigins []string
 }
 
 // NewEngine builds the gin engine with the middleware, the operations endpoints (/healthz, /readyz,
@@ -60,6 +63,10 @@ func NewEngine(opts Options) (*gin.Engine, *gin.RouterGroup, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	corsMiddleware, err := cors(opts.CORSAllowedOrigins)
+	if err != nil {
+		return nil, nil, err
+	}
 	readyTimeout := opts.ReadyTimeout
 	if readyTimeout <= 0 {
 		readyTimeout = DefaultReadyTimeout
@@ -80,8 +87,12 @@ func NewEngine(opts Options) (*gin.Engine, *gin.RouterGroup, error) {
 	}
 
 	engine.Use(withRenderer(render), requestID(), metrics.middleware(), accessLog(opts.Logger),
-		recovery(opts.Logger), bodyLimit())
+		recovery(opts.Logger), corsMiddleware, bodyLimit())
 	engine.NoRoute(func(c *gin.Context) {
+		if c.Request.Method == http.MethodHead {
+			serveHeadAsGet(engine, c)
+			return
+		}
 		// Under /api/v1 the token is checked first, so unknown routes reveal nothing to strangers.
 		if isAPIPath(c.Request.URL.Path) && !auth.allowed(c.Request) {
 			writeProblem(c, unauthorized())

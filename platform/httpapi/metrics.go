@@ -61,9 +61,12 @@ func (m *httpMetrics) middleware() gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
+		if c.GetBool(redispatchedKey) {
+			return
+		}
 		route := routeOf(c)
 		status := strconv.Itoa(c.Writer.Status())
-		method := methodLabel(c.Request.Method)
+		method := methodLabel(requestMethod(c))
 		m.requests.WithLabelValues(method, route, status).Inc()
 		m.duration.WithLabelValues(method, route, status).Observe(time.Since(start).Seconds())
 	}

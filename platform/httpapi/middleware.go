@@ -47,14 +47,22 @@ func accessLog(logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
+		if c.GetBool(redispatchedKey) {
+			return
+		}
 		status := c.Writer.Status()
+		route := routeOf(c)
 		level := slog.LevelInfo
-		if status >= http.StatusInternalServerError {
+		switch {
+		case status >= http.StatusInternalServerError:
 			level = slog.LevelError
+		case status == http.StatusUnauthorized || route == "/healthz" || route == "/readyz":
+			// Probes every few seconds and strangers without a token would drown the useful lines.
+			level = slog.LevelDebug
 		}
 		logger.Log(c.Request.Context(), level, "http request",
-			"method", c.Request.Method,
-			"route", routeOf(c),
+			"method", requestMethod(c),
+			"route", route,
 			"path", c.Request.URL.Path,
 			"status", status,
 			"duration", time.Since(start),

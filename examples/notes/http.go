@@ -82,8 +82,7 @@ func (h *handlers) edit(c *gin.Context) error {
 	if err := httpapi.BindJSON(c, &req); err != nil {
 		return err
 	}
-	ifMatch := func(current string) error { return httpapi.IfMatch(c, current) }
-	n, err := h.service.Edit(c.Request.Context(), id, Changes(req), ifMatch)
+	n, err := h.service.Edit(c.Request.Context(), id, Changes(req), httpapi.Precondition(c))
 	if err != nil {
 		return err
 	}

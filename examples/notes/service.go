@@ -10,14 +10,12 @@ import (
 
 	"github.com/keelson/keelson/modules/conversations/contract"
 	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
 )
-
-// Precondition checks the version read inside the unit of work (If-Match); nil means none.
-type Precondition func(currentVersion string) error
 
 // Service holds the use cases. Each write is one unit of work: the row, the integration event
 // and the enqueued job commit together or not at all.
@@ -62,34 +60,21 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID) (*Note, error) {
 	return &n, nil
 }
 
-// Edit applies changes to the note as read in this unit of work. check compares the client's
-// If-Match with that version (412 when stale); Save compares xmin in the database (409 when
-// another writer committed in between).
-func (s *Service) Edit(ctx context.Context, id uuid.UUID, changes Changes, check Precondition) (*Note, error) {
-	var n *Note
-	err := s.db.WithTx(ctx, func(ctx context.Context) error {
-		var err error
-		if n, err = s.Get(ctx, id); err != nil {
-			return err
-		}
-		if check != nil {
-			if err := check(n.Version.String()); err != nil {
+// Edit applies changes to the note as read in this unit of work, if it still has the version pre
+// names (If-Match, else 412); Save compares xmin in the database (409 when another writer committed in between).
+func (s *Service) Edit(ctx context.Context, id uuid.UUID, changes Changes, pre concurrency.Precondition) (*Note, error) {
+	return database.Update(ctx, s.db, database.Change[Note]{
+		Load:    func(ctx context.Context) (*Note, error) { return s.Get(ctx, id) },
+		Version: func(n *Note) string { return n.Version.String() },
+		If:      pre,
+		Apply: func(ctx context.Context, n *Note) error {
+			if err := n.apply(changes); err != nil {
 				return err
 			}
-		}
-		if err := n.apply(changes); err != nil {
-			return err
-		}
-		n.UpdatedAt = database.Now()
-		if err := s.db.Conn(ctx).Save(n).Error; err != nil {
-			return err
-		}
-		return s.afterWrite(ctx, n, EventNoteEdited)
+			n.UpdatedAt = database.Now()
+			return s.afterWrite(ctx, n, EventNoteEdited)
+		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return n, nil
 }
 
 // afterWrite publishes the integration event and enqueues the word count in the caller's unit of work.

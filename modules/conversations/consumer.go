@@ -9,6 +9,7 @@ import (
 
 	pcontract "github.com/keelson/keelson/modules/proposals/contract"
 	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/messaging"
 )
 
@@ -44,7 +45,7 @@ func (a *proposalApplier) handle(ctx context.Context, e messaging.Event) error {
 		var params pcontract.RenameConversationParams
 		if err := decodeParams(accepted.Action, &params); err != nil {
 			result.Applied, result.Error = false, err.Error()
-		} else if _, err := s.Rename(ctx, accepted.ConversationID, params.Title, nil); err != nil {
+		} else if _, err := s.Rename(ctx, accepted.ConversationID, params.Title, concurrency.Precondition{}); err != nil {
 			var invalid *apperr.ValidationError
 			if !errors.Is(err, apperr.ErrNotFound) && !errors.As(err, &invalid) {
 				return err // a conflict or an outage: the event is redelivered and tried again

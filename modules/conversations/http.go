@@ -55,6 +55,7 @@ func (h *handlers) mount(api *gin.RouterGroup) {
 	g.DELETE("/:id", httpapi.H(h.delete))
 	g.POST("/:id/messages", httpapi.H(h.postMessage))
 	g.GET("/:id/messages", httpapi.H(h.messages))
+	g.GET("/:id/messages/:message_id", httpapi.H(h.message))
 }
 
 func (h *handlers) create(c *gin.Context) error {
@@ -79,14 +80,9 @@ func (h *handlers) list(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	var after *conversationCursor
-	if page.Cursor != "" {
-		after = &conversationCursor{}
-		if err := httpapi.DecodeCursor(page.Cursor, after); err != nil {
-			return err
-		}
-	}
-	items, next, err := h.service.List(c.Request.Context(), after, page.Limit)
+	items, next, err := httpapi.Paginate(page, func(after conversationCursor, limit int) ([]Conversation, error) {
+		return h.service.List(c.Request.Context(), after, limit)
+	}, func(last Conversation) conversationCursor { return conversationCursor{ID: last.ID} })
 	if err != nil {
 		return err
 	}
@@ -94,7 +90,7 @@ func (h *handlers) list(c *gin.Context) error {
 	for i := range items {
 		out[i] = toConversationResponse(&items[i])
 	}
-	c.JSON(http.StatusOK, httpapi.NewList(out, encodeCursor(next)))
+	c.JSON(http.StatusOK, httpapi.NewList(out, next))
 	return nil
 }
 
@@ -106,6 +102,9 @@ func (h *handlers) get(c *gin.Context) error {
 	conv, err := h.service.Get(c.Request.Context(), id)
 	if err != nil {
 		return err
+	}
+	if httpapi.NotModified(c, conv.Version()) {
+		return nil
 	}
 	writeConversation(c, http.StatusOK, conv)
 	return nil
@@ -123,7 +122,7 @@ func (h *handlers) rename(c *gin.Context) error {
 	if err := requireField(req.Title, "title"); err != nil {
 		return err
 	}
-	conv, err := h.service.Rename(c.Request.Context(), id, *req.Title, ifMatch(c))
+	conv, err := h.service.Rename(c.Request.Context(), id, *req.Title, httpapi.Precondition(c))
 	if err != nil {
 		return err
 	}
@@ -136,7 +135,7 @@ func (h *handlers) delete(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := h.service.Delete(c.Request.Context(), id, ifMatch(c)); err != nil {
+	if err := h.service.Delete(c.Request.Context(), id, httpapi.Precondition(c)); err != nil {
 		return err
 	}
 	c.Status(http.StatusNoContent)
@@ -159,7 +158,7 @@ func (h *handlers) postMessage(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.Header("Location", httpapi.APIPrefix+"/conversations/"+id.String()+"/messages")
+	c.Header("Location", httpapi.APIPrefix+"/conversations/"+id.String()+"/messages/"+m.ID.String())
 	c.JSON(http.StatusCreated, toMessageResponse(m))
 	return nil
 }
@@ -173,14 +172,9 @@ func (h *handlers) messages(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	var after *messageCursor
-	if page.Cursor != "" {
-		after = &messageCursor{}
-		if err := httpapi.DecodeCursor(page.Cursor, after); err != nil {
-			return err
-		}
-	}
-	items, next, err := h.service.Messages(c.Request.Context(), id, after, page.Limit)
+	items, next, err := httpapi.Paginate(page, func(after messageCursor, limit int) ([]Message, error) {
+		return h.service.Messages(c.Request.Context(), id, after, limit)
+	}, func(last Message) messageCursor { return messageCursor{CreatedAt: last.CreatedAt, ID: last.ID} })
 	if err != nil {
 		return err
 	}
@@ -188,7 +182,24 @@ func (h *handlers) messages(c *gin.Context) error {
 	for i := range items {
 		out[i] = toMessageResponse(&items[i])
 	}
-	c.JSON(http.StatusOK, httpapi.NewList(out, encodeCursor(next)))
+	c.JSON(http.StatusOK, httpapi.NewList(out, next))
+	return nil
+}
+
+func (h *handlers) message(c *gin.Context) error {
+	id, err := httpapi.PathUUID(c, "id")
+	if err != nil {
+		return err
+	}
+	messageID, err := httpapi.PathUUID(c, "message_id")
+	if err != nil {
+		return err
+	}
+	m, err := h.service.Message(c.Request.Context(), id, messageID)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, toMessageResponse(m))
 	return nil
 }
 
@@ -197,22 +208,9 @@ func writeConversation(c *gin.Context, status int, conv *Conversation) {
 	c.JSON(status, toConversationResponse(conv))
 }
 
-// ifMatch checks the request's If-Match against the version the service reads inside its unit of work.
-func ifMatch(c *gin.Context) Precondition {
-	return func(current string) error { return httpapi.IfMatch(c, current) }
-}
-
 func requireField(v *string, field string) error {
 	if v == nil {
 		return apperr.Invalid(field, "is required")
 	}
 	return nil
-}
-
-// encodeCursor turns a next-page position into the opaque cursor, "" on the last page.
-func encodeCursor[T any](next *T) string {
-	if next == nil {
-		return ""
-	}
-	return httpapi.EncodeCursor(next)
 }

@@ -8,14 +8,12 @@ import (
 
 	"github.com/keelson/keelson/modules/conversations/contract"
 	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
 )
-
-// Precondition checks the current version of a resource before a write (If-Match); nil means none.
-type Precondition func(currentVersion string) error
 
 // Service is the application layer of conversations: every write is one unit of work holding the
 // row changes, the integration events and the enqueued jobs.
@@ -62,67 +60,47 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID) (*Conversation, error) 
 	return s.store.conversation(ctx, id)
 }
 
-// List returns a page of conversations, newest first, and the cursor of the next page (nil at the end).
-func (s *Service) List(ctx context.Context, after *conversationCursor, limit int) ([]Conversation, *conversationCursor, error) {
-	items, err := s.store.conversations(ctx, after, limit+1)
-	if err != nil || len(items) <= limit {
-		return items, nil, err
-	}
-	items = items[:limit]
-	return items, &conversationCursor{ID: items[limit-1].ID}, nil
+// List returns up to limit conversations, newest first, after the cursor's position.
+func (s *Service) List(ctx context.Context, after conversationCursor, limit int) ([]Conversation, error) {
+	return s.store.conversations(ctx, after, limit)
 }
 
-// Rename changes the title, conditional on the version read (check) and on the token in the database.
-func (s *Service) Rename(ctx context.Context, id uuid.UUID, title string, check Precondition) (*Conversation, error) {
+// Rename changes the title, if the conversation still has the version pre names (If-Match) and the
+// token it was read with.
+func (s *Service) Rename(ctx context.Context, id uuid.UUID, title string, pre concurrency.Precondition) (*Conversation, error) {
 	var v apperr.Validator
 	title = checkTitle(&v, title)
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	var c *Conversation
-	err := s.db.WithTx(ctx, func(ctx context.Context) error {
-		var err error
-		if c, err = s.store.conversation(ctx, id); err != nil {
-			return err
-		}
-		if check != nil {
-			if err := check(c.Version()); err != nil {
-				return err
-			}
-		}
+	return database.Update(ctx, s.db, s.change(id, pre, func(ctx context.Context, c *Conversation) error {
 		if c.Title == title {
-			return nil // nothing changes, so neither does the version
+			return database.ErrNoChange // nothing changes, so neither does the version
 		}
 		previous := c.Title
-		if err := s.store.updateConversation(ctx, c, map[string]any{
-			"title": title, "updated_at": nextUpdatedAt(c.UpdatedAt, database.Now()),
-		}); err != nil {
-			return err
-		}
+		c.Title, c.UpdatedAt = title, nextUpdatedAt(c.UpdatedAt, database.Now())
 		return s.publish(ctx, contract.EventConversationRenamed, contract.ConversationRenamed{
 			ConversationID: c.ID, Title: c.Title, PreviousTitle: previous, UpdatedAt: c.UpdatedAt,
 		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
+	}, s.store.saveConversation))
 }
 
 // Delete removes a conversation and its messages, conditional on the version read and the token.
-func (s *Service) Delete(ctx context.Context, id uuid.UUID, check Precondition) error {
-	return s.db.WithTx(ctx, func(ctx context.Context) error {
-		c, err := s.store.conversation(ctx, id)
-		if err != nil {
-			return err
-		}
-		if check != nil {
-			if err := check(c.Version()); err != nil {
-				return err
-			}
-		}
-		return s.store.deleteConversation(ctx, c)
-	})
+func (s *Service) Delete(ctx context.Context, id uuid.UUID, pre concurrency.Precondition) error {
+	_, err := database.Update(ctx, s.db, s.change(id, pre,
+		func(context.Context, *Conversation) error { return nil }, s.store.deleteConversation))
+	return err
+}
+
+// change is the platform's update shape for one conversation.
+func (s *Service) change(id uuid.UUID, pre concurrency.Precondition, apply, save func(context.Context, *Conversation) error) database.Change[Conversation] {
+	return database.Change[Conversation]{
+		Load:    func(ctx context.Context) (*Conversation, error) { return s.store.conversation(ctx, id) },
+		Version: (*Conversation).Version,
+		If:      pre,
+		Apply:   apply,
+		Save:    save,
+	}
 }
 
 // PostMessage adds a user message and, in the same unit of work, touches the conversation under its
@@ -165,18 +143,22 @@ func (s *Service) PostMessage(ctx context.Context, conversationID uuid.UUID, con
 	return m, nil
 }
 
-// Messages returns a page of a conversation's messages, oldest first; 404 when the conversation does not exist.
-func (s *Service) Messages(ctx context.Context, conversationID uuid.UUID, after *messageCursor, limit int) ([]Message, *messageCursor, error) {
+// Message returns one message of a conversation.
+func (s *Service) Message(ctx context.Context, conversationID, id uuid.UUID) (*Message, error) {
+	m, err := s.store.message(ctx, id)
+	if err == nil && m.ConversationID != conversationID {
+		return nil, apperr.NotFound("message", id.String())
+	}
+	return m, err
+}
+
+// Messages returns up to limit messages of a conversation, oldest first, after the cursor's
+// position; 404 when the conversation does not exist.
+func (s *Service) Messages(ctx context.Context, conversationID uuid.UUID, after messageCursor, limit int) ([]Message, error) {
 	if _, err := s.store.conversation(ctx, conversationID); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	items, err := s.store.messages(ctx, conversationID, after, limit+1)
-	if err != nil || len(items) <= limit {
-		return items, nil, err
-	}
-	items = items[:limit]
-	last := items[limit-1]
-	return items, &messageCursor{CreatedAt: last.CreatedAt, ID: last.ID}, nil
+	return s.store.messages(ctx, conversationID, after, limit)
 }
 
 func (s *Service) publish(ctx context.Context, eventType string, payload any) error {

@@ -52,9 +52,9 @@ func (s *store) conversationForUpdate(ctx context.Context, id uuid.UUID) (*Conve
 }
 
 // conversations lists newest first (ids are UUID v7, ordered by creation time).
-func (s *store) conversations(ctx context.Context, after *conversationCursor, limit int) ([]Conversation, error) {
+func (s *store) conversations(ctx context.Context, after conversationCursor, limit int) ([]Conversation, error) {
 	q := s.db.Conn(ctx).Order("id DESC").Limit(limit)
-	if after != nil {
+	if after.ID != uuid.Nil {
 		q = q.Where("id < ?", after.ID)
 	}
 	var out []Conversation
@@ -64,6 +64,11 @@ func (s *store) conversations(ctx context.Context, after *conversationCursor, li
 // updateConversation writes changes conditional on the token c was read with; c gets the new values.
 func (s *store) updateConversation(ctx context.Context, c *Conversation, changes map[string]any) error {
 	return s.db.Conn(ctx).Model(c).Updates(changes).Error
+}
+
+// saveConversation writes c conditional on the token it was read with.
+func (s *store) saveConversation(ctx context.Context, c *Conversation) error {
+	return s.db.Conn(ctx).Save(c).Error
 }
 
 // deleteConversation deletes c conditional on its token; messages go with it (ON DELETE CASCADE).
@@ -101,9 +106,9 @@ func (s *store) replyExists(ctx context.Context, sourceID uuid.UUID) (bool, erro
 }
 
 // messages lists a conversation's messages oldest first.
-func (s *store) messages(ctx context.Context, conversationID uuid.UUID, after *messageCursor, limit int) ([]Message, error) {
+func (s *store) messages(ctx context.Context, conversationID uuid.UUID, after messageCursor, limit int) ([]Message, error) {
 	q := s.db.Conn(ctx).Where("conversation_id = ?", conversationID).Order("created_at, id").Limit(limit)
-	if after != nil {
+	if after.ID != uuid.Nil {
 		q = q.Where("(created_at, id) > (?, ?)", after.CreatedAt, after.ID)
 	}
 	var out []Message

@@ -73,21 +73,12 @@ func (h *handlers) list(c *gin.Context) error {
 		}
 		f.Status = raw
 	}
-	if raw := c.Query("conversation_id"); raw != "" {
-		id, err := uuid.Parse(raw)
-		if err != nil || len(raw) != 36 {
-			return httpapi.InvalidQuery("conversation_id", "must be a UUID")
-		}
-		f.ConversationID = id
+	if f.ConversationID, err = httpapi.QueryUUID(c, "conversation_id"); err != nil {
+		return err
 	}
-	var after *listCursor
-	if page.Cursor != "" {
-		after = &listCursor{}
-		if err := httpapi.DecodeCursor(page.Cursor, after); err != nil {
-			return err
-		}
-	}
-	items, next, err := h.service.List(c.Request.Context(), f, after, page.Limit)
+	items, next, err := httpapi.Paginate(page, func(after listCursor, limit int) ([]Proposal, error) {
+		return h.service.List(c.Request.Context(), f, after, limit)
+	}, func(last Proposal) listCursor { return listCursor{ID: last.ID} })
 	if err != nil {
 		return err
 	}
@@ -95,11 +86,7 @@ func (h *handlers) list(c *gin.Context) error {
 	for i := range items {
 		out[i] = toResponse(&items[i])
 	}
-	nextCursor := ""
-	if next != nil {
-		nextCursor = httpapi.EncodeCursor(next)
-	}
-	c.JSON(http.StatusOK, httpapi.NewList(out, nextCursor))
+	c.JSON(http.StatusOK, httpapi.NewList(out, next))
 	return nil
 }
 
@@ -111,6 +98,9 @@ func (h *handlers) get(c *gin.Context) error {
 	p, err := h.service.Get(c.Request.Context(), id)
 	if err != nil {
 		return err
+	}
+	if httpapi.NotModified(c, p.Version()) {
+		return nil
 	}
 	write(c, p)
 	return nil
@@ -124,7 +114,7 @@ func (h *handlers) accept(c *gin.Context) error {
 	if err := httpapi.BindJSON(c, &acceptRequest{}, httpapi.AllowEmpty); err != nil {
 		return err
 	}
-	p, err := h.service.Accept(c.Request.Context(), id, ifMatch(c))
+	p, err := h.service.Accept(c.Request.Context(), id, httpapi.Precondition(c))
 	if err != nil {
 		return err
 	}
@@ -141,7 +131,7 @@ func (h *handlers) reject(c *gin.Context) error {
 	if err := httpapi.BindJSON(c, &req, httpapi.AllowEmpty); err != nil {
 		return err
 	}
-	p, err := h.service.Reject(c.Request.Context(), id, req.Reason, ifMatch(c))
+	p, err := h.service.Reject(c.Request.Context(), id, req.Reason, httpapi.Precondition(c))
 	if err != nil {
 		return err
 	}
@@ -152,8 +142,4 @@ func (h *handlers) reject(c *gin.Context) error {
 func write(c *gin.Context, p *Proposal) {
 	httpapi.SetETag(c, p.Version())
 	c.JSON(http.StatusOK, toResponse(p))
-}
-
-func ifMatch(c *gin.Context) Precondition {
-	return func(current string) error { return httpapi.IfMatch(c, current) }
 }

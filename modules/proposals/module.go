@@ -55,7 +55,7 @@ func (m *Module) Register(r *module.Registry) error {
 		r.Subscribe(s)
 	}
 	// The plugin names the Go type of the entity whose token moved: Proposal.
-	r.ConflictCode("Proposal", ConflictCode)
+	r.ConflictCode(Table, ConflictCode, "the proposal was already decided")
 	r.OpenAPI(openAPI)
 	return nil
 }

@@ -47,8 +47,24 @@ type Proposal struct {
 	DecidedAt       *time.Time
 }
 
+// Table is the proposals table, also the entity name conflicts on a proposal are reported under.
+const Table = "proposals"
+
+// TableName is the module's table.
+func (Proposal) TableName() string { return Table }
+
 // Version is the `version` and ETag of a proposal: its updated_at in microseconds.
 func (p *Proposal) Version() string { return strconv.FormatInt(p.UpdatedAt.UnixMicro(), 10) }
+
+// decide records the user's decision on a pending proposal; a proposal already decided is a
+// conflict on "proposals" (409 proposal_already_decided), as is one decided concurrently.
+func (p *Proposal) decide(status, reason string, now time.Time) error {
+	if p.Status != StatusPending {
+		return concurrency.NewConflict(Table, p.ID.String())
+	}
+	p.Status, p.Reason, p.DecidedAt, p.UpdatedAt = status, reason, &now, now
+	return nil
+}
 
 // Action is the proposed action as the contract spells it.
 func (p *Proposal) Action() contract.Action {

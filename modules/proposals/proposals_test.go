@@ -109,6 +109,9 @@ func TestIntakeIsIdempotent(t *testing.T) {
 		got := r.Do(t, http.MethodGet, proposalsPath+"/"+p.ID, nil)
 		require.Equal(t, http.StatusOK, got.Status)
 		assert.Equal(t, `"`+p.Version+`"`, got.Header.Get("ETag"))
+		fresh := r.Do(t, http.MethodGet, proposalsPath+"/"+p.ID, nil, "If-None-Match", got.Header.Get("ETag"))
+		assert.Equal(t, http.StatusNotModified, fresh.Status, "a conditional read of the current version")
+		assert.Empty(t, fresh.Body)
 	}
 	pending := hosttest.Decode[list[proposalBody]](t, r.Do(t, http.MethodGet, proposalsPath+"?status=pending&limit=1", nil))
 	require.Len(t, pending.Items, 1)
@@ -312,4 +315,17 @@ func TestDecisionBadInputWritesNothing(t *testing.T) {
 	rejected := hosttest.Decode[proposalBody](t, ok)
 	assert.Equal(t, "rejected", rejected.Status)
 	assert.Equal(t, `"`+rejected.Version+`"`, ok.Header.Get("ETag"))
+}
+
+func TestASecondAcceptBySameUserReadsAlreadyDecided(t *testing.T) {
+	r := newHarness(t).start(harnessOptions{background: true})
+	conv := uuid.Must(uuid.NewV7())
+	reply(t, r, conv, renameAction("x"))
+	id := listFor(t, r, conv, 1)[0].ID
+	require.Equal(t, http.StatusOK, r.Do(t, http.MethodPost, proposalsPath+"/"+id+"/accept", nil).Status)
+	again := r.Do(t, http.MethodPost, proposalsPath+"/"+id+"/accept", nil)
+	require.Equal(t, http.StatusConflict, again.Status)
+	p := hosttest.Decode[hosttest.Problem](t, again)
+	assert.Equal(t, "proposal_already_decided", p.Code)
+	assert.Equal(t, "the proposal was already decided", p.Detail)
 }

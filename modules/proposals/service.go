@@ -10,13 +10,11 @@ import (
 	cconv "github.com/keelson/keelson/modules/conversations/contract"
 	"github.com/keelson/keelson/modules/proposals/contract"
 	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
 )
-
-// Precondition checks the current version before a decision (If-Match); nil means none.
-type Precondition func(currentVersion string) error
 
 // Service is the application layer of proposals: each change is one unit of work with its events.
 type Service struct {
@@ -35,63 +33,48 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID) (*Proposal, error) {
 	return s.store.get(ctx, id)
 }
 
-// List returns a page of proposals, newest first, and the next page's cursor (nil at the end).
-func (s *Service) List(ctx context.Context, f listFilter, after *listCursor, limit int) ([]Proposal, *listCursor, error) {
-	items, err := s.store.list(ctx, f, after, limit+1)
-	if err != nil || len(items) <= limit {
-		return items, nil, err
-	}
-	items = items[:limit]
-	return items, &listCursor{ID: items[limit-1].ID}, nil
+// List returns up to limit proposals, newest first, after the cursor's position.
+func (s *Service) List(ctx context.Context, f listFilter, after listCursor, limit int) ([]Proposal, error) {
+	return s.store.list(ctx, f, after, limit)
 }
 
 // Accept decides a pending proposal and publishes proposal.accepted for the module owning the data.
 // A proposal already decided (or decided concurrently) is a ConflictError → 409 proposal_already_decided.
-func (s *Service) Accept(ctx context.Context, id uuid.UUID, check Precondition) (*Proposal, error) {
-	return s.decide(ctx, id, StatusAccepted, "", check)
+func (s *Service) Accept(ctx context.Context, id uuid.UUID, pre concurrency.Precondition) (*Proposal, error) {
+	return s.decide(ctx, id, StatusAccepted, "", pre)
 }
 
 // Reject decides a pending proposal with an optional reason and publishes proposal.rejected.
-func (s *Service) Reject(ctx context.Context, id uuid.UUID, reason string, check Precondition) (*Proposal, error) {
+func (s *Service) Reject(ctx context.Context, id uuid.UUID, reason string, pre concurrency.Precondition) (*Proposal, error) {
 	var v apperr.Validator
 	checkReason(&v, reason)
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	return s.decide(ctx, id, StatusRejected, reason, check)
+	return s.decide(ctx, id, StatusRejected, reason, pre)
 }
 
-func (s *Service) decide(ctx context.Context, id uuid.UUID, status, reason string, check Precondition) (*Proposal, error) {
-	var p *Proposal
-	err := s.db.WithTx(ctx, func(ctx context.Context) error {
-		var err error
-		if p, err = s.store.get(ctx, id); err != nil {
-			return err
-		}
-		if check != nil {
-			if err := check(p.Version()); err != nil {
+func (s *Service) decide(ctx context.Context, id uuid.UUID, status, reason string, pre concurrency.Precondition) (*Proposal, error) {
+	return database.Update(ctx, s.db, database.Change[Proposal]{
+		Load:    func(ctx context.Context) (*Proposal, error) { return s.store.get(ctx, id) },
+		Version: (*Proposal).Version,
+		If:      pre,
+		Apply: func(ctx context.Context, p *Proposal) error {
+			now := database.Now()
+			if err := p.decide(status, reason, now); err != nil {
 				return err
 			}
-		}
-		now := database.Now()
-		if p, err = s.store.transition(ctx, id, StatusPending, map[string]any{
-			"status": status, "reason": reason, "decided_at": now, "updated_at": now,
-		}); err != nil {
-			return err
-		}
-		if status == StatusAccepted {
-			return s.publish(ctx, contract.EventProposalAccepted, contract.ProposalAccepted{
-				ProposalID: p.ID, ConversationID: p.ConversationID, Action: p.Action(), DecidedAt: now,
+			if status == StatusAccepted {
+				return s.publish(ctx, contract.EventProposalAccepted, contract.ProposalAccepted{
+					ProposalID: p.ID, ConversationID: p.ConversationID, Action: p.Action(), DecidedAt: now,
+				})
+			}
+			return s.publish(ctx, contract.EventProposalRejected, contract.ProposalRejected{
+				ProposalID: p.ID, ConversationID: p.ConversationID, Action: p.Action(), Reason: reason, DecidedAt: now,
 			})
-		}
-		return s.publish(ctx, contract.EventProposalRejected, contract.ProposalRejected{
-			ProposalID: p.ID, ConversationID: p.ConversationID, Action: p.Action(), Reason: reason, DecidedAt: now,
-		})
+		},
+		Save: s.store.save,
 	})
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
 }
 
 // intake creates one pending proposal per action of an assistant reply; actions that already have

@@ -44,7 +44,7 @@ func (s *store) get(ctx context.Context, id uuid.UUID) (*Proposal, error) {
 	return &p, err
 }
 
-func (s *store) list(ctx context.Context, f listFilter, after *listCursor, limit int) ([]Proposal, error) {
+func (s *store) list(ctx context.Context, f listFilter, after listCursor, limit int) ([]Proposal, error) {
 	q := s.db.Conn(ctx).Order("id DESC").Limit(limit)
 	if f.Status != "" {
 		q = q.Where("status = ?", f.Status)
@@ -52,11 +52,16 @@ func (s *store) list(ctx context.Context, f listFilter, after *listCursor, limit
 	if f.ConversationID != uuid.Nil {
 		q = q.Where("conversation_id = ?", f.ConversationID)
 	}
-	if after != nil {
+	if after.ID != uuid.Nil {
 		q = q.Where("id < ?", after.ID)
 	}
 	var out []Proposal
 	return out, q.Find(&out).Error
+}
+
+// save writes a decided proposal conditional on the status it was read with.
+func (s *store) save(ctx context.Context, p *Proposal) error {
+	return s.db.Conn(ctx).Save(p).Error
 }
 
 // transition moves proposal id from the status expected to the changes' status, conditional on the

@@ -117,7 +117,7 @@ func Test_sweep_against_redeliver_one_commit_wins_each_round_and_the_loser_leave
 		go func() { defer wg.Done(); sweepErr = sweeper.svc.Sweep(context.Background()) }()
 		go func() {
 			defer wg.Done()
-			redelivered, redeliverErr = api.svc.Redeliver(context.Background(), id, nil)
+			redelivered, redeliverErr = api.svc.Redeliver(context.Background(), id, concurrency.Precondition{})
 		}()
 		wg.Wait()
 		require.NoError(t, sweepErr, "round %d: a lost sweep is not an error", round)

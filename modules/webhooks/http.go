@@ -29,10 +29,6 @@ func mountRoutes(g *gin.RouterGroup, s *Service) {
 
 type handlers struct{ s *Service }
 
-func ifMatch(c *gin.Context) VersionCheck {
-	return func(v string) error { return httpapi.IfMatch(c, v) }
-}
-
 // --- subscriptions
 
 type createSubscriptionRequest struct {
@@ -102,18 +98,11 @@ func (h handlers) listSubscriptions(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	var cur subscriptionCursor
-	if err := httpapi.DecodeCursor(page.Cursor, &cur); err != nil {
-		return err
-	}
-	subs, err := h.s.Subscriptions(c.Request.Context(), cur.After, page.Limit+1)
+	subs, next, err := httpapi.Paginate(page, func(cur subscriptionCursor, limit int) ([]Subscription, error) {
+		return h.s.Subscriptions(c.Request.Context(), cur.After, limit)
+	}, func(last Subscription) subscriptionCursor { return subscriptionCursor{After: last.ID} })
 	if err != nil {
 		return err
-	}
-	next := ""
-	if len(subs) > page.Limit {
-		subs = subs[:page.Limit]
-		next = httpapi.EncodeCursor(subscriptionCursor{After: subs[len(subs)-1].ID})
 	}
 	items := make([]subscriptionResponse, len(subs))
 	for i, s := range subs {
@@ -132,6 +121,9 @@ func (h handlers) getSubscription(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	if httpapi.NotModified(c, sub.Version.String()) {
+		return nil
+	}
 	resp := toSubscriptionResponse(sub)
 	httpapi.SetETag(c, resp.Version)
 	c.JSON(http.StatusOK, resp)
@@ -147,7 +139,7 @@ func (h handlers) updateSubscription(c *gin.Context) error {
 	if err := httpapi.BindJSON(c, &req); err != nil {
 		return err
 	}
-	sub, err := h.s.UpdateSubscription(c.Request.Context(), id, SubscriptionPatch(req), ifMatch(c))
+	sub, err := h.s.UpdateSubscription(c.Request.Context(), id, SubscriptionPatch(req), httpapi.Precondition(c))
 	if err != nil {
 		return err
 	}
@@ -165,7 +157,7 @@ func (h handlers) deleteSubscription(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := h.s.DeleteSubscription(c.Request.Context(), id, ifMatch(c)); err != nil {
+	if err := h.s.DeleteSubscription(c.Request.Context(), id, httpapi.Precondition(c)); err != nil {
 		return err
 	}
 	c.Status(http.StatusNoContent)
@@ -180,7 +172,7 @@ func (h handlers) rotateSecret(c *gin.Context) error {
 	if err := httpapi.BindJSON(c, &struct{}{}, httpapi.AllowEmpty); err != nil {
 		return err
 	}
-	sub, secret, err := h.s.RotateSecret(c.Request.Context(), id, ifMatch(c))
+	sub, secret, err := h.s.RotateSecret(c.Request.Context(), id, httpapi.Precondition(c))
 	if err != nil {
 		return err
 	}
@@ -294,18 +286,11 @@ func (h handlers) listDeliveries(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	var cur deliveryCursor
-	if err := httpapi.DecodeCursor(page.Cursor, &cur); err != nil {
-		return err
-	}
-	ds, err := h.s.Deliveries(c.Request.Context(), f, cur.Before, page.Limit+1)
+	ds, next, err := httpapi.Paginate(page, func(cur deliveryCursor, limit int) ([]Delivery, error) {
+		return h.s.Deliveries(c.Request.Context(), f, cur.Before, limit)
+	}, func(last Delivery) deliveryCursor { return deliveryCursor{Before: last.ID} })
 	if err != nil {
 		return err
-	}
-	next := ""
-	if len(ds) > page.Limit {
-		ds = ds[:page.Limit]
-		next = httpapi.EncodeCursor(deliveryCursor{Before: ds[len(ds)-1].ID})
 	}
 	items := make([]deliveryResponse, len(ds))
 	for i, d := range ds {
@@ -326,12 +311,9 @@ func deliveryFilter(c *gin.Context) (DeliveryFilter, error) {
 			return f, httpapi.InvalidQuery("status", "must be pending, succeeded or failed")
 		}
 	}
-	if v, ok := c.GetQuery("subscription_id"); ok && v != "" {
-		id, err := uuid.Parse(v)
-		if err != nil || len(v) != 36 {
-			return f, httpapi.InvalidQuery("subscription_id", "must be a UUID")
-		}
-		f.SubscriptionID = id
+	var err error
+	if f.SubscriptionID, err = httpapi.QueryUUID(c, "subscription_id"); err != nil {
+		return f, err
 	}
 	if v, ok := c.GetQuery("event_type"); ok && v != "" {
 		if err := validateEventType(v); err != nil {
@@ -350,6 +332,9 @@ func (h handlers) getDelivery(c *gin.Context) error {
 	d, attempts, err := h.s.Delivery(c.Request.Context(), id)
 	if err != nil {
 		return err
+	}
+	if httpapi.NotModified(c, d.Version.String()) {
+		return nil
 	}
 	payload, err := h.s.EventPayload(c.Request.Context(), d.EventID)
 	if err != nil {
@@ -371,7 +356,7 @@ func (h handlers) redeliver(c *gin.Context) error {
 	if err := httpapi.BindJSON(c, &struct{}{}, httpapi.AllowEmpty); err != nil {
 		return err
 	}
-	d, err := h.s.Redeliver(c.Request.Context(), id, ifMatch(c))
+	d, err := h.s.Redeliver(c.Request.Context(), id, httpapi.Precondition(c))
 	if err != nil {
 		return err
 	}

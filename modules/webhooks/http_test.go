@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
@@ -80,7 +81,7 @@ func Test_deleted_and_disabled_subscriptions_are_sent_nothing(t *testing.T) {
 	d, _ := deliveryOf(t, h, "evt_before_delete")
 	hosttest.Eventually(t, 20*time.Second, func() bool { d, _ := deliveryOf(t, h, "evt_before_delete"); return d.Status != StatusPending }, "first request handled")
 	sentBefore := rc.count()
-	_, err = h.svc.Redeliver(ctx, d.ID, nil)
+	_, err = h.svc.Redeliver(ctx, d.ID, concurrency.Precondition{})
 	require.NoError(t, err)
 	hosttest.Eventually(t, 20*time.Second, func() bool {
 		d, _ := deliveryOf(t, h, "evt_before_delete")

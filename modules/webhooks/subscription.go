@@ -16,6 +16,7 @@ import (
 
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/concurrency"
+	"github.com/keelson/keelson/platform/database"
 )
 
 const (
@@ -295,74 +296,48 @@ func (s *Service) Subscriptions(ctx context.Context, after uuid.UUID, limit int)
 	return s.store.subscriptions(ctx, after, limit)
 }
 
-// UpdateSubscription applies a patch; check sees the current version first (If-Match).
-func (s *Service) UpdateSubscription(ctx context.Context, id uuid.UUID, p SubscriptionPatch, check VersionCheck) (Subscription, error) {
-	var out Subscription
-	err := s.db.WithTx(ctx, func(ctx context.Context) error {
-		sub, err := s.store.subscription(ctx, id)
-		if err != nil {
-			return err
-		}
-		if err := check.run(sub.Version.String()); err != nil {
-			return err
-		}
-		if err := sub.apply(p, s.now(), s.targets); err != nil {
-			return err
-		}
-		if err := s.store.saveSubscription(ctx, sub); err != nil {
-			return err
-		}
-		out = *sub
-		return nil
-	})
-	return out, err
+// UpdateSubscription applies a patch, if the subscription still has the version pre names (If-Match).
+func (s *Service) UpdateSubscription(ctx context.Context, id uuid.UUID, p SubscriptionPatch, pre concurrency.Precondition) (Subscription, error) {
+	sub, err := database.Update(ctx, s.db, s.subscriptionChange(id, pre, func(sub *Subscription) error {
+		return sub.apply(p, s.now(), s.targets)
+	}))
+	return deref(sub), err
 }
 
 // RotateSecret replaces the secret and returns the new one; the old one signs beside it for 24 h.
-func (s *Service) RotateSecret(ctx context.Context, id uuid.UUID, check VersionCheck) (Subscription, string, error) {
-	var out Subscription
+func (s *Service) RotateSecret(ctx context.Context, id uuid.UUID, pre concurrency.Precondition) (Subscription, string, error) {
 	var secret string
-	err := s.db.WithTx(ctx, func(ctx context.Context) error {
-		sub, err := s.store.subscription(ctx, id)
-		if err != nil {
-			return err
-		}
-		if err := check.run(sub.Version.String()); err != nil {
-			return err
-		}
-		if secret, err = sub.rotateSecret(s.now()); err != nil {
-			return err
-		}
-		if err := s.store.saveSubscription(ctx, sub); err != nil {
-			return err
-		}
-		out = *sub
-		return nil
-	})
-	return out, secret, err
+	sub, err := database.Update(ctx, s.db, s.subscriptionChange(id, pre, func(sub *Subscription) (err error) {
+		secret, err = sub.rotateSecret(s.now())
+		return err
+	}))
+	return deref(sub), secret, err
 }
 
 // DeleteSubscription hides a subscription; its pending deliveries are given up when next attempted.
-func (s *Service) DeleteSubscription(ctx context.Context, id uuid.UUID, check VersionCheck) error {
-	return s.db.WithTx(ctx, func(ctx context.Context) error {
-		sub, err := s.store.subscription(ctx, id)
-		if err != nil {
-			return err
-		}
-		if err := check.run(sub.Version.String()); err != nil {
-			return err
-		}
+func (s *Service) DeleteSubscription(ctx context.Context, id uuid.UUID, pre concurrency.Precondition) error {
+	_, err := database.Update(ctx, s.db, s.subscriptionChange(id, pre, func(sub *Subscription) error {
 		sub.markDeleted(s.now())
-		return s.store.saveSubscription(ctx, sub)
-	})
+		return nil
+	}))
+	return err
 }
 
-// VersionCheck sees the current version of an entity before it is changed (If-Match); nil accepts any.
-type VersionCheck func(currentVersion string) error
-
-func (c VersionCheck) run(version string) error {
-	if c == nil {
-		return nil
+// subscriptionChange is the platform's update shape for a live subscription.
+func (s *Service) subscriptionChange(id uuid.UUID, pre concurrency.Precondition, change func(*Subscription) error) database.Change[Subscription] {
+	return database.Change[Subscription]{
+		Load:    func(ctx context.Context) (*Subscription, error) { return s.store.subscription(ctx, id) },
+		Version: func(sub *Subscription) string { return sub.Version.String() },
+		If:      pre,
+		Apply:   func(_ context.Context, sub *Subscription) error { return change(sub) },
+		Save:    s.store.saveSubscription,
 	}
-	return c(version)
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }

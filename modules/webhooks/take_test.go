@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelson/keelson/modules/webhooks/contract"
+	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/messaging"
 )
@@ -127,7 +128,7 @@ func Test_copies_of_one_request_handled_at_once_on_two_replicas_send_once_per_cl
 			continue
 		}
 		// A redelivery is a new claim: copies of it send once more; copies of the old claim, mixed in, nothing.
-		redelivered, err := b.svc.Redeliver(ctx, req.DeliveryID, nil)
+		redelivered, err := b.svc.Redeliver(ctx, req.DeliveryID, concurrency.Precondition{})
 		require.NoError(t, err)
 		fresh := requestEvent(t, contract.DeliveryRequestedPayload{DeliveryID: req.DeliveryID, ClaimID: *redelivered.ClaimID})
 		old := requestEvent(t, req)

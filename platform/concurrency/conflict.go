@@ -17,10 +17,16 @@ type ConflictError struct {
 	cause  error
 }
 
+// NewConflict is the conflict of a raw-SQL conditional write that matched no row: the same error the
+// plugin raises, so it maps to the same 409.
+func NewConflict(table, key string) *ConflictError {
+	return &ConflictError{entity: table, table: table, key: key}
+}
+
 // EntityType is the Go type name of the entity, e.g. "Proposal".
 func (e *ConflictError) EntityType() string { return e.entity }
 
-// Table is the table the entity lives in.
+// Table is the table the entity lives in: the stable name conflict codes are keyed by.
 func (e *ConflictError) Table() string { return e.table }
 
 // Key is the primary key of the entity ("a,b" for composite keys).

@@ -27,8 +27,8 @@ type Options struct {
 	Ready map[string]func(ctx context.Context) error
 	// ReadyTimeout bounds /readyz; zero means DefaultReadyTimeout.
 	ReadyTimeout time.Duration
-	// ConflictCodes maps an entity type ("Proposal") to the code of its 409 instead of concurrency_conflict.
-	ConflictCodes map[string]string
+	// ConflictCodes maps a table ("proposals") to the code and detail of its 409 instead of concurrency_conflict.
+	ConflictCodes map[string]ConflictAnswer
 	// OpenAPI are module fragments merged into /openapi.json.
 	OpenAPI [][]byte
 	// CORSAllowedOrigins are the browser origins (https://app.example.com) allowed to call the

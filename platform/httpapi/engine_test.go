@@ -135,7 +135,7 @@ func testRoutes(api *gin.RouterGroup) {
 		if _, err := httpapi.PathUUID(c, "id"); err != nil {
 			return err
 		}
-		if err := httpapi.IfMatch(c, "7"); err != nil {
+		if err := httpapi.Precondition(c).Check("7"); err != nil {
 			return err
 		}
 		httpapi.SetETag(c, "8")
@@ -184,7 +184,7 @@ func newServerWithRoutes(t *testing.T, extra func(api *gin.RouterGroup), mutate 
 		Tokens:        []string{"other-token", token},
 		Metrics:       reg,
 		Ready:         map[string]func(context.Context) error{"postgres": func(context.Context) error { return nil }},
-		ConflictCodes: map[string]string{"Proposal": "proposal_already_decided"},
+		ConflictCodes: map[string]httpapi.ConflictAnswer{"proposals": {Code: "proposal_already_decided", Detail: "the proposal was already decided"}},
 	}
 	for _, m := range mutate {
 		m(&opts)

@@ -1,12 +1,11 @@
 package httpapi
 
 import (
-	"fmt"
-	"strings"
+	"net/http"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/concurrency"
 )
 
 // SetETag sets the strong ETag "<version>" of the resource in the response.
@@ -14,22 +13,19 @@ func SetETag(c *gin.Context, version string) {
 	c.Header("ETag", `"`+version+`"`)
 }
 
-// IfMatch checks the request's If-Match against the current version: absent → nil; "*" or a strong
-// "<version>" among the listed tags → nil; anything else (weak W/"v" tags included) → apperr.ErrPreconditionFailed.
-func IfMatch(c *gin.Context, currentVersion string) error {
-	values := c.Request.Header.Values("If-Match")
-	if len(values) == 0 {
-		return nil
+// Precondition parses the request's If-Match once, for the service to check against the version it
+// loads inside its unit of work.
+func Precondition(c *gin.Context) concurrency.Precondition {
+	return concurrency.IfMatch(c.Request.Header.Values("If-Match")...)
+}
+
+// NotModified answers 304 with the ETag when the request's If-None-Match lists the current version;
+// the handler then writes nothing else.
+func NotModified(c *gin.Context, version string) bool {
+	if !concurrency.Matches(c.Request.Header.Values("If-None-Match"), version) {
+		return false
 	}
-	want := `"` + currentVersion + `"`
-	for _, v := range values {
-		for tag := range strings.SplitSeq(v, ",") {
-			tag = strings.TrimSpace(tag)
-			if tag == "*" || tag == want {
-				return nil
-			}
-		}
-	}
-	return fmt.Errorf("%w: If-Match %q, current version %q", apperr.ErrPreconditionFailed,
-		strings.Join(values, ", "), currentVersion)
+	SetETag(c, version)
+	c.Status(http.StatusNotModified)
+	return true
 }

@@ -20,3 +20,17 @@ func PathUUID(c *gin.Context, name string) (uuid.UUID, error) {
 	}
 	return id, nil
 }
+
+// QueryUUID reads an optional UUID query parameter: absent or empty is uuid.Nil, anything but a
+// 36-character UUID is 400 invalid_query.
+func QueryUUID(c *gin.Context, name string) (uuid.UUID, error) {
+	raw := c.Query(name)
+	if raw == "" {
+		return uuid.Nil, nil
+	}
+	id, err := uuid.Parse(raw)
+	if err != nil || len(raw) != 36 {
+		return uuid.Nil, InvalidQuery(name, "must be a UUID")
+	}
+	return id, nil
+}

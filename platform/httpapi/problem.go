@@ -65,6 +65,12 @@ func InvalidQuery(param, message string) error {
 		apperr.FieldError{Field: param, Message: message})
 }
 
+// ConflictAnswer is the problem code and detail a module gives the conflicts on one of its tables.
+type ConflictAnswer struct {
+	Code   string
+	Detail string
+}
+
 // conflict is what a concurrency conflict error exposes (platform/concurrency.ConflictError).
 type conflict interface {
 	EntityType() string
@@ -73,7 +79,7 @@ type conflict interface {
 }
 
 // classify is the one mapping from an error to its problem; internal reports whether it must be masked.
-func classify(err error, conflictCodes map[string]string) (p Problem, internal bool) {
+func classify(err error, conflictCodes map[string]ConflictAnswer) (p Problem, internal bool) {
 	var (
 		pe  *problemError
 		ve  *apperr.ValidationError
@@ -98,12 +104,11 @@ func classify(err error, conflictCodes map[string]string) (p Problem, internal b
 		p = Problem{Status: http.StatusPreconditionFailed, Code: CodePreconditionFailed,
 			Detail: "If-Match does not match the current version"}
 	case errors.As(err, &ce) && isConflict(err):
-		code := conflictCodes[ce.EntityType()]
-		if code == "" {
-			code = CodeConcurrencyConflict
+		answer, ok := conflictCodes[ce.Table()]
+		if !ok {
+			answer = ConflictAnswer{Code: CodeConcurrencyConflict, Detail: ce.EntityType() + " was changed by another request"}
 		}
-		p = Problem{Status: http.StatusConflict, Code: code,
-			Detail: ce.EntityType() + " was changed by another request"}
+		p = Problem{Status: http.StatusConflict, Code: answer.Code, Detail: answer.Detail}
 	case errors.As(err, &mbe):
 		p = tooLarge()
 	default:

@@ -16,7 +16,7 @@ const rendererKey = "keelson.httpapi.renderer"
 // renderer writes errors as problem+json; it carries the per-engine conflict codes and logger.
 type renderer struct {
 	logger        *slog.Logger
-	conflictCodes map[string]string
+	conflictCodes map[string]ConflictAnswer
 }
 
 func rendererOf(c *gin.Context) *renderer {

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/messaging"
 )
@@ -58,7 +59,7 @@ type declared struct {
 	subscriptions []messaging.Subscription
 	jobKinds      []jobs.Kind
 	schedules     []jobs.Schedule
-	conflictCodes map[string]string
+	conflictCodes map[string]httpapi.ConflictAnswer
 	openAPI       [][]byte
 	catalog       *Catalog
 	catalogSubs   []messaging.Subscription // EventTypes filled with the catalog's types when read
@@ -72,7 +73,7 @@ type RouteSet struct {
 
 // NewRegistry returns an empty registry carrying deps.
 func NewRegistry(deps Deps) *Registry {
-	return &Registry{Deps: deps, declared: &declared{conflictCodes: map[string]string{}, catalog: newCatalog()}}
+	return &Registry{Deps: deps, declared: &declared{conflictCodes: map[string]httpapi.ConflictAnswer{}, catalog: newCatalog()}}
 }
 
 // For returns the registry as seen by one module: its logger names the module.
@@ -120,8 +121,11 @@ func (r *Registry) JobKind(k jobs.Kind) { r.jobKinds = append(r.jobKinds, k) }
 // Schedule registers a recurring task that runs at most once at a time across replicas.
 func (r *Registry) Schedule(s jobs.Schedule) { r.schedules = append(r.schedules, s) }
 
-// ConflictCode makes a concurrency conflict on entity answer 409 with code instead of concurrency_conflict.
-func (r *Registry) ConflictCode(entity, code string) { r.conflictCodes[entity] = code }
+// ConflictCode makes a concurrency conflict on the module's table answer 409 with code and detail
+// instead of concurrency_conflict: the table name is the stable key, whatever Go type maps it.
+func (r *Registry) ConflictCode(table, code, detail string) {
+	r.conflictCodes[table] = httpapi.ConflictAnswer{Code: code, Detail: detail}
+}
 
 // OpenAPI adds an OpenAPI 3 fragment (its "paths" and "components") to /openapi.json.
 func (r *Registry) OpenAPI(fragment []byte) { r.openAPI = append(r.openAPI, fragment) }
@@ -149,8 +153,8 @@ func (r *Registry) JobKinds() []jobs.Kind { return r.jobKinds }
 // Schedules returns the registered schedules.
 func (r *Registry) Schedules() []jobs.Schedule { return r.schedules }
 
-// ConflictCodes returns the entity → problem code overrides.
-func (r *Registry) ConflictCodes() map[string]string { return r.conflictCodes }
+// ConflictCodes returns the table → problem overrides.
+func (r *Registry) ConflictCodes() map[string]httpapi.ConflictAnswer { return r.conflictCodes }
 
 // OpenAPIFragments returns the registered OpenAPI fragments.
 func (r *Registry) OpenAPIFragments() [][]byte { return r.openAPI }

@@ -36,25 +36,28 @@ type delivery struct {
 }
 
 type attempt struct {
-	Number          int       `json:"number"`
-	Trigger         string    `json:"trigger"`
-	StartedAt       time.Time `json:"started_at"`
-	DurationMS      int       `json:"duration_ms"`
-	StatusCode      *int      `json:"status_code"`
-	Error           *string   `json:"error"`
-	ErrorClass      *string   `json:"error_class"`
-	ResponseExcerpt string    `json:"response_excerpt"`
-	Replica         string    `json:"replica"`
-	InstanceID      string    `json:"instance_id"`
-	Outcome         string    `json:"outcome"`
+	Number          int               `json:"number"`
+	Trigger         string            `json:"trigger"`
+	StartedAt       time.Time         `json:"started_at"`
+	DurationMS      int               `json:"duration_ms"`
+	StatusCode      *int              `json:"status_code"`
+	Error           *string           `json:"error"`
+	ErrorClass      *string           `json:"error_class"`
+	ResponseExcerpt string            `json:"response_excerpt"`
+	ResponseHeaders map[string]string `json:"response_headers"`
+	Result          string            `json:"result"`   // succeeded, failed, superseded, in_flight, unknown — once the API says
+	Instance        string            `json:"instance"` // the replica that sent it, once the API says
 }
 
-// SentBy is the replica that sent the attempt, under whichever name the API gives it.
-func (a attempt) SentBy() string {
-	if a.Replica != "" {
-		return a.Replica
+// Outcome is the attempt's result, derived from its status code where the API gives none.
+func (a attempt) Outcome() string {
+	if a.Result != "" {
+		return a.Result
 	}
-	return a.InstanceID
+	if a.StatusCode != nil && *a.StatusCode >= 200 && *a.StatusCode < 300 {
+		return "succeeded"
+	}
+	return "failed"
 }
 
 // deliveryFilter is the deliveries page's form.

@@ -63,7 +63,7 @@ func (c *Console) endpoints(g *gin.Context, s session) error {
 	data := endpointsData{}
 	now := time.Now()
 	for _, sub := range l.Items {
-		h, err := c.health(g.Request, s.Token, sub, now)
+		h, err := c.health(g.Request, s.Token, sub, now, 1)
 		if err != nil {
 			return err
 		}
@@ -102,7 +102,7 @@ func (c *Console) showEndpoint(g *gin.Context, s session, status int, newSecret 
 		return err
 	}
 	now := time.Now()
-	h, err := c.health(g.Request, s.Token, sub, now)
+	h, err := c.health(g.Request, s.Token, sub, now, healthMaxPages)
 	if err != nil {
 		return err
 	}

@@ -9,16 +9,33 @@ import (
 	"time"
 )
 
-// health is what the endpoints pages show of a subscription's last 24 hours, read from its deliveries.
+// health is what the endpoints pages show of a subscription's last 24 hours: from the API's stats
+// when it has them (counting attempts), else from its deliveries (counting finished deliveries).
 type health struct {
 	Succeeded, Failed int
+	Unit              string // "attempts" or "deliveries": what Succeeded and Failed count
 	Backlog           int
+	Due               int  // of the backlog, due now; -1 when unknown
 	BacklogMore       bool // more pending than the console counts
 	Partial           bool // more deliveries in 24 h than the console reads; the figures cover the newest
 	LastFailure       *delivery
 	LastFailureAt     *time.Time
 	Chart             template.HTML
 }
+
+// stats is the API's GET /webhooks/subscriptions/{id}/stats, where it exists.
+type stats struct {
+	DueBacklog int `json:"due_backlog"`
+	Pending    int `json:"pending"`
+	Windows    []struct {
+		Window    string `json:"window"`
+		Succeeded int    `json:"succeeded"`
+		Failed    int    `json:"failed"`
+	} `json:"windows"`
+}
+
+// Finished is how many attempts or deliveries ended, either way.
+func (h health) Finished() int { return h.Succeeded + h.Failed }
 
 // Rate is the success rate of finished deliveries in percent, or -1 when none finished.
 func (h health) Rate() int {
@@ -36,15 +53,15 @@ const (
 
 type hourBucket struct{ ok, failed int }
 
-// health reads the subscription's deliveries of the last 24 h through the API (newest first) and its
-// pending ones, and draws the hourly outcomes.
-func (c *Console) health(r *http.Request, token string, sub subscription, now time.Time) (health, error) {
-	var h health
+// health reads the subscription's deliveries of the last 24 h through the API (newest first, at most
+// pages of them) for the hourly chart and the last failure, and its stats or pending deliveries for the figures.
+func (c *Console) health(r *http.Request, token string, sub subscription, now time.Time, pages int) (health, error) {
+	h := health{Unit: "deliveries", Due: -1}
 	var buckets [24]hourBucket
 	since := now.Add(-24 * time.Hour)
 	cursor := ""
 	h.Partial = true
-	for range healthMaxPages {
+	for range pages {
 		q := url.Values{"subscription_id": {sub.ID}, "limit": {itoa(healthPageSize)}}
 		if cursor != "" {
 			q.Set("cursor", cursor)
@@ -88,6 +105,21 @@ func (c *Console) health(r *http.Request, token string, sub subscription, now ti
 		h.LastFailureAt = &h.LastFailure.UpdatedAt
 	}
 
+	if c.api.has(http.MethodGet, "/webhooks/subscriptions/:/stats") {
+		var st stats
+		if err := c.api.do(r, token, call{method: http.MethodGet, path: "/webhooks/subscriptions/" + escapePath(sub.ID) + "/stats"}, &st); err != nil {
+			return h, err
+		}
+		for _, w := range st.Windows {
+			if w.Window == "24h" {
+				h.Succeeded, h.Failed, h.Unit, h.Partial = w.Succeeded, w.Failed, "attempts", false
+			}
+		}
+		h.Backlog, h.Due = st.Pending, st.DueBacklog
+		h.Chart = chart(buckets, h)
+		return h, nil
+	}
+
 	cursor = ""
 	for page := 0; ; page++ {
 		if page == healthMaxPages {
@@ -122,7 +154,7 @@ func chart(buckets [24]hourBucket, h health) template.HTML {
 	}
 	label := "No finished deliveries in the last 24 hours"
 	if rate := h.Rate(); rate >= 0 {
-		label = fmt.Sprintf("%d%% of %d finished deliveries succeeded in the last 24 hours", rate, h.Succeeded+h.Failed)
+		label = fmt.Sprintf("%d%% of %d finished %s succeeded in the last 24 hours", rate, h.Succeeded+h.Failed, h.Unit)
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `<svg class="spark" role="img" aria-label="%s" width="%d" height="%d" viewBox="0 0 %d %d">`,

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +63,7 @@ func Test_the_main_pages_fit_a_phone_and_a_desktop_and_are_photographed(t *testi
 		{"deliveries", "/console/deliveries"},
 		{"delivery", "/console/deliveries/" + failed.ID},
 		{"conversation", "/console/conversations/" + conv.ID},
+		{"event-types", "/console/event-types"},
 	}
 	for _, size := range []struct {
 		suffix        string
@@ -76,6 +78,14 @@ func Test_the_main_pages_fit_a_phone_and_a_desktop_and_are_photographed(t *testi
 			}
 			if wide := eval[int](t, ctx, `document.documentElement.scrollWidth`); wide > int(size.width) {
 				t.Errorf("%s at %d px is %d px wide", s.name, size.width, wide)
+			}
+			unlabelled := eval[[]string](t, ctx, `[...document.querySelectorAll("input:not([type=hidden]), select, textarea")]
+				.filter(e => !(e.labels && e.labels.length) && !e.getAttribute("aria-label")).map(e => e.name || e.id)`)
+			if len(unlabelled) > 0 {
+				t.Errorf("%s has fields without a label: %v", s.name, unlabelled)
+			}
+			if s.name == "event-types" && !strings.Contains(text(t, ctx, "main"), "conversation.renamed") {
+				t.Errorf("the catalog page does not list conversation.renamed")
 			}
 			// A phone shows its first screen; a desktop the whole page.
 			shot := chromedp.FullScreenshot(100)

@@ -208,3 +208,64 @@ func Test_script_in_a_payload_a_description_and_a_message_runs_nothing(t *testin
 		}
 	}
 }
+
+// hasRoute reports whether the replica's API serves method on path (gin syntax, e.g. "/api/v1/x/:id").
+func hasRoute(r *hosttest.Replica, method, path string) bool {
+	for _, rt := range r.Engine.Routes() {
+		if rt.Method == method && rt.Path == path {
+			return true
+		}
+	}
+	return false
+}
+
+func Test_the_endpoint_page_offers_exactly_the_actions_the_api_has_and_they_work(t *testing.T) {
+	c := startCluster(t)
+	rc := newReceiver(t, http.StatusNoContent)
+	sub := subscribe(t, c.a, rc.URL+"/hooks", "")
+
+	ctx := newBrowser(t, 1280, 900)
+	signIn(t, ctx, c.a)
+	do(t, ctx, chromedp.Navigate(c.a.URL+"/console/endpoints/"+sub.ID), chromedp.WaitReady(chromedp.CSS("main")))
+	route := func(action string) bool {
+		return hasRoute(c.a, http.MethodPost, "/api/v1/webhooks/subscriptions/:id/"+action)
+	}
+	shown := func(id string) bool { return eval[bool](t, ctx, `document.getElementById("`+id+`") !== null`) }
+	for action, button := range map[string]string{"pause": "pause", "test": "send-test", "rotate-secret": "rotate-secret", "recover": "recover"} {
+		if shown(button) != route(action) {
+			t.Errorf("button %s shown: %v; API route %s: %v", button, shown(button), action, route(action))
+		}
+	}
+
+	if route("rotate-secret") {
+		// The confirmation is the script's; a person says yes.
+		do(t, ctx, chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`))
+		submit(t, ctx, "#rotate-secret")
+		secret := eval[string](t, ctx, `document.getElementById("new-secret").value`)
+		if !strings.HasPrefix(secret, "whsec_") {
+			t.Fatalf("the new secret reads %q", secret)
+		}
+		do(t, ctx, chromedp.Navigate(c.a.URL+"/console/endpoints/"+sub.ID), chromedp.WaitReady(chromedp.CSS("main")))
+		if shown("new-secret") {
+			t.Fatal("the secret is shown again after the answer that rotated it")
+		}
+	}
+	if route("pause") {
+		submit(t, ctx, "#pause")
+		if got := text(t, ctx, ".facts .badge"); got != "paused" {
+			t.Fatalf("after pause the status reads %q", got)
+		}
+		submit(t, ctx, "#resume")
+		if got := text(t, ctx, ".facts .badge"); got != "active" {
+			t.Fatalf("after resume the status reads %q", got)
+		}
+	}
+	if route("test") {
+		submit(t, ctx, "#send-test")
+		if !strings.Contains(location(t, ctx), "/console/deliveries/") {
+			t.Fatalf("send test led to %s", location(t, ctx))
+		}
+		reloadUntil(t, ctx, 30*time.Second, `document.getElementById("delivery-status").textContent === "succeeded"`,
+			"the test event is delivered")
+	}
+}

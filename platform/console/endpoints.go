@@ -147,9 +147,9 @@ func (c *Console) endpointAction(g *gin.Context, s session) error {
 			return err
 		}
 		if d.ID != "" {
-			return back(g, "/deliveries/"+escapePath(d.ID), "notice", "redelivered")
+			return back(g, "/deliveries/"+escapePath(d.ID), "notice", "tested")
 		}
-		return back(g, "/endpoints/"+id, "notice", "redelivered")
+		return back(g, "/endpoints/"+id, "notice", "tested")
 	case "rotate-secret":
 		var sub subscription
 		err := c.api.do(g.Request, s.Token, call{method: http.MethodPost, path: path + "/rotate-secret", body: struct{}{}, ifMatch: version}, &sub)

@@ -193,6 +193,7 @@ var notices = map[string]string{
 	"created":     "Conversation created.",
 	"accepted":    "Proposal accepted. Its action is applied in a moment — reload to see it.",
 	"rejected":    "Proposal rejected.",
+	"tested":      "Test event sent: this is its delivery — reload to see the attempt.",
 	"paused":      "Endpoint paused: its deliveries wait until it is resumed.",
 	"resumed":     "Endpoint resumed.",
 	"recovering":  "Recovery started: the failed deliveries are queued again in the background.",

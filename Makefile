@@ -3,7 +3,7 @@ BUILD_FLAGS := -trimpath -ldflags "-s -w"
 GOLANGCI_LINT_VERSION := v2.15.0
 GOVULNCHECK_VERSION := v1.9.0
 
-.PHONY: run build migrate serve test tidy-check vuln lint bench fmt services screenshots
+.PHONY: run build migrate serve test fuzz tidy-check vuln lint bench fmt services screenshots
 
 ## services: install (when missing) and start PostgreSQL and RabbitMQ on 127.0.0.1
 services:
@@ -25,6 +25,14 @@ migrate: build
 test: services tidy-check
 	go vet ./...
 	go test -race -count=1 -timeout 30m ./...
+	$(MAKE) fuzz
+
+## fuzz: each JSON request-body fuzz target for FUZZTIME (20s); any 5xx fails
+FUZZTIME ?= 20s
+fuzz:
+	go test -run '^$$' -fuzz '^FuzzPublishEventNeverAnswers5xx$$' -fuzztime $(FUZZTIME) -parallel 2 ./modules/webhooks
+	go test -run '^$$' -fuzz '^FuzzCreateSubscriptionNeverAnswers5xx$$' -fuzztime $(FUZZTIME) -parallel 2 ./modules/webhooks
+	go test -run '^$$' -fuzz '^FuzzPostMessageNeverAnswers5xx$$' -fuzztime $(FUZZTIME) -parallel 2 ./modules/conversations
 
 ## tidy-check: fail when `go mod tidy` would change go.mod or go.sum
 tidy-check:

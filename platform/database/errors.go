@@ -1,7 +1,10 @@
 package database
 
 import (
+	"database/sql/driver"
 	"errors"
+	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -36,4 +39,33 @@ func UniqueConstraint(err error) string {
 func hasCode(err error, code string) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == code
+}
+
+// Unavailable SQLSTATEs: the server refuses or drops connections rather than failing the statement.
+const (
+	codeTooManyConnections = "53300"
+	codeAdminShutdown      = "57P01"
+	codeCrashShutdown      = "57P02"
+	codeCannotConnectNow   = "57P03"
+)
+
+// IsUnavailable is true when PostgreSQL could not be reached or refused the connection (refused,
+// reset, too many clients, shutting down or starting up): the request may succeed if retried later.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case codeTooManyConnections, codeAdminShutdown, codeCrashShutdown, codeCannotConnectNow:
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08") // connection_exception class
+	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) || errors.Is(err, driver.ErrBadConn) {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }

@@ -93,7 +93,7 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 	}
 	jobsCfg := opts.Jobs
 	jobsCfg.InstanceID = opts.InstanceID
-	schedules := append(registry.Schedules(), pruneInbox(opts.DB))
+	schedules := append(registry.Schedules(), pruneInbox(opts.DB), pruneIdempotencyKeys(opts.DB))
 	if opts.Console {
 		schedules = append(schedules, console.PruneSessions(opts.DB.SQL()))
 	}
@@ -110,6 +110,7 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 		Ready:              map[string]func(context.Context) error{"postgres": opts.DB.Ping, "rabbitmq": bus.Ping},
 		ConflictCodes:      registry.ConflictCodes(),
 		OpenAPI:            registry.OpenAPIFragments(),
+		DB:                 opts.DB,
 	})
 	if err != nil {
 		return nil, err
@@ -184,6 +185,14 @@ const inboxRetention = 7 * 24 * time.Hour
 func pruneInbox(db *database.DB) jobs.Schedule {
 	return jobs.Schedule{Name: "messaging.prune_inbox", Interval: time.Hour, Run: func(ctx context.Context) error {
 		_, err := messaging.PruneInbox(ctx, db, inboxRetention)
+		return err
+	}}
+}
+
+// pruneIdempotencyKeys deletes Idempotency-Key rows past their 24 h lifetime, in batches, on one replica at a time.
+func pruneIdempotencyKeys(db *database.DB) jobs.Schedule {
+	return jobs.Schedule{Name: "httpapi.prune_idempotency_keys", Interval: 10 * time.Minute, Run: func(ctx context.Context) error {
+		_, err := httpapi.PruneIdempotencyKeys(ctx, db, 1000)
 		return err
 	}}
 }

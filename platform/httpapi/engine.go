@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/keelson/keelson/platform/database"
 )
 
 // APIPrefix is where the authenticated module routes live.
@@ -34,6 +36,8 @@ type Options struct {
 	// CORSAllowedOrigins are the browser origins (https://app.example.com) allowed to call the
 	// API cross-origin; none means no CORS headers at all.
 	CORSAllowedOrigins []string
+	// DB keeps Idempotency-Key claims and stored responses; nil leaves the header unhandled.
+	DB *database.DB
 }
 
 // NewEngine builds the gin engine with the middleware, the operations endpoints (/healthz, /readyz,
@@ -107,7 +111,10 @@ func NewEngine(opts Options) (*gin.Engine, *gin.RouterGroup, error) {
 	engine.GET("/metrics", metricsHandler(opts.Metrics))
 	engine.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", doc) })
 
-	api := engine.Group(APIPrefix, auth.middleware())
+	api := engine.Group(APIPrefix, auth.middleware(), jsonGuard())
+	if opts.DB != nil {
+		api.Use((&idempotency{db: opts.DB}).middleware())
+	}
 	return engine, api, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/database"
 )
 
 // Problem codes of the API contract (API.md, Conventions).
@@ -20,7 +21,11 @@ const (
 	CodeConcurrencyConflict  = "concurrency_conflict"
 	CodePayloadTooLarge      = "payload_too_large"
 	CodeInternal             = "internal_error"
+	CodeDatabaseUnavailable  = "database_unavailable"
 )
+
+// DatabaseRetryAfter is the Retry-After (seconds) of a 503 database_unavailable.
+const DatabaseRetryAfter = "2"
 
 // ProblemContentType is the media type of every error response.
 const ProblemContentType = "application/problem+json"
@@ -111,6 +116,9 @@ func classify(err error, conflictCodes map[string]ConflictAnswer) (p Problem, in
 		p = Problem{Status: http.StatusConflict, Code: answer.Code, Detail: answer.Detail}
 	case errors.As(err, &mbe):
 		p = tooLarge()
+	case database.IsUnavailable(err):
+		p = Problem{Status: http.StatusServiceUnavailable, Code: CodeDatabaseUnavailable,
+			Detail: "the database is unavailable; retry later"}
 	default:
 		p = Problem{Status: http.StatusInternalServerError, Code: CodeInternal, Detail: "internal error"}
 		internal = true

@@ -38,6 +38,11 @@ func writeError(c *gin.Context, err error) {
 			"error", err.Error(), "method", c.Request.Method, "route", routeOf(c),
 			"request_id", correlation.ID(c.Request.Context()))
 	}
+	if p.Code == CodeDatabaseUnavailable {
+		r.logger.WarnContext(c.Request.Context(), "database unavailable",
+			"error", err.Error(), "method", c.Request.Method, "route", routeOf(c),
+			"request_id", correlation.ID(c.Request.Context()))
+	}
 	writeProblem(c, p)
 }
 
@@ -45,6 +50,9 @@ func writeProblem(c *gin.Context, p Problem) {
 	p.RequestID = correlation.ID(c.Request.Context())
 	if p.Status == http.StatusUnauthorized {
 		c.Header("WWW-Authenticate", "Bearer")
+	}
+	if p.Code == CodeDatabaseUnavailable {
+		c.Header("Retry-After", DatabaseRetryAfter)
 	}
 	if c.Writer.Written() {
 		// Headers are gone; the status already sent stands and the error is only logged by the caller.

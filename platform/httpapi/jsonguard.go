@@ -20,9 +20,6 @@ import (
 // MaxJSONDepth is how deeply objects and arrays may nest in a request body.
 const MaxJSONDepth = 32
 
-// CodeUnstorableJSON is the 422 of a well-formed body holding a value PostgreSQL or the signer cannot keep.
-const CodeUnstorableJSON = "unstorable_json"
-
 // jsonGuard refuses, before any handler runs, a well-formed JSON body that PostgreSQL (jsonb, text) or
 // the webhook signer cannot hold: it answers 422 naming the field, so nothing is written. Bodies that
 // are not JSON, or not well-formed, pass through to the route's own binding, which answers 415/400.
@@ -44,7 +41,7 @@ func jsonGuard() gin.HandlerFunc {
 		}
 		c.Request.Body = io.NopCloser(bytes.NewReader(body))
 		if fe := CheckJSON(body); fe != nil {
-			writeError(c, newProblem(http.StatusUnprocessableEntity, CodeUnstorableJSON,
+			writeError(c, newProblem(http.StatusUnprocessableEntity, CodeValidationFailed,
 				"the request body holds a value that cannot be stored", *fe))
 			return
 		}

@@ -73,7 +73,7 @@ func TestUnstorableBodiesAreRefusedBeforeTheHandlerRuns(t *testing.T) {
 
 	res := srv.do(t, http.MethodPost, "/api/v1/notes", token, strings.NewReader(`{"data":{"x":"\u0000"}}`), jsonType)
 	assert.Equal(t, http.StatusUnprocessableEntity, res.status, string(res.body))
-	assert.Equal(t, httpapi.CodeUnstorableJSON, res.problem.Code)
+	assert.Equal(t, httpapi.CodeValidationFailed, res.problem.Code)
 	require.Len(t, res.problem.Errors, 1)
 	assert.Equal(t, "data.x", res.problem.Errors[0].Field)
 

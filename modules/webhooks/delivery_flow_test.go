@@ -34,10 +34,19 @@ func Test_events_fan_out_to_three_subscriptions_with_signatures_the_reference_li
 	h.publish("conversation.message.created", map[string]any{"message_id": "m1"})
 	h.publish("unrelated.thing", map[string]any{})
 
-	// The same client id again: the first event is returned and nothing fans out again.
-	r = h.call(http.MethodPost, "/events", map[string]any{"id": "evt_client_1", "type": "other.type", "data": map[string]any{}})
-	require.Equal(t, http.StatusAccepted, r.status)
-	require.Equal(t, map[string]any{"id": "evt_client_1", "type": "proposal.accepted", "deliveries": 2.0}, r.json(t))
+	// The same client id and payload again: 200, the first event is returned and nothing fans out again.
+	r = h.call(http.MethodPost, "/events", `{ "data": {"proposal_id" : "p1"}, "type": "proposal.accepted", "id": "evt_client_1" }`)
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	require.Equal(t, map[string]any{"id": "evt_client_1", "type": "proposal.accepted", "deliveries": 2.0, "duplicate": true}, r.json(t))
+	// The same id with another type or data: 409 event_id_reused, nothing stored or sent.
+	for _, other := range []map[string]any{
+		{"id": "evt_client_1", "type": "other.type", "data": map[string]any{"proposal_id": "p1"}},
+		{"id": "evt_client_1", "type": "proposal.accepted", "data": map[string]any{"proposal_id": "p2"}},
+	} {
+		r = h.call(http.MethodPost, "/events", other)
+		require.Equal(t, http.StatusConflict, r.status, string(r.body))
+		require.Equal(t, CodeEventIDReused, r.json(t)["code"])
+	}
 
 	hosttest.Eventually(t, 20*time.Second, func() bool { return all.count() == 4 && proposals.count() == 1 && exact.count() == 2 },
 		"receivers got %d, %d, %d requests", all.count(), proposals.count(), exact.count())

@@ -49,6 +49,9 @@ type EventInput struct {
 	Data json.RawMessage
 
 	occurredAt time.Time // the integration event's time; zero = ingestion time
+	// samePayload refuses a stored id with another type or data (a client's POST); integration events,
+	// redelivered with the same id, are duplicates whatever they carry.
+	samePayload bool
 }
 
 // Ingested says what became of an event: its deliveries, or the first event with that id.
@@ -87,6 +90,7 @@ func (s *Service) PublishEvent(ctx context.Context, in EventInput) (Ingested, er
 		}
 		in.ID = id.String()
 	}
+	in.samePayload = true
 	return s.ingest(ctx, in)
 }
 
@@ -136,6 +140,16 @@ func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {
 			first, err := s.store.event(ctx, in.ID)
 			if err != nil {
 				return err
+			}
+			if in.samePayload {
+				same, err := s.store.sameEvent(ctx, ev)
+				if err != nil {
+					return err
+				}
+				if !same {
+					return apperr.StateConflict(CodeEventIDReused,
+						"event "+in.ID+" was already published with another type or data; use a new id")
+				}
 			}
 			n, err := s.store.countDeliveries(ctx, in.ID)
 			if err != nil {

@@ -195,6 +195,7 @@ type publishEventResponse struct {
 	ID         string `json:"id"`
 	Type       string `json:"type"`
 	Deliveries int    `json:"deliveries"`
+	Duplicate  bool   `json:"duplicate,omitempty"`
 }
 
 func (h handlers) publishEvent(c *gin.Context) error {
@@ -206,7 +207,11 @@ func (h handlers) publishEvent(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusAccepted, publishEventResponse{ID: res.ID, Type: res.Type, Deliveries: res.Deliveries})
+	status := http.StatusAccepted
+	if res.Duplicate {
+		status = http.StatusOK // the event was already accepted: nothing new happened
+	}
+	c.JSON(status, publishEventResponse{ID: res.ID, Type: res.Type, Deliveries: res.Deliveries, Duplicate: res.Duplicate})
 	return nil
 }
 

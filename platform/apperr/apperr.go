@@ -73,3 +73,15 @@ func (v *Validator) Err() error {
 	}
 	return &ValidationError{Fields: v.fields}
 }
+
+// StateConflictError refuses a request that contradicts what is stored (409 with its own code), e.g.
+// an id already used for something else; unlike a concurrency conflict, retrying does not help.
+type StateConflictError struct {
+	Code   string
+	Detail string
+}
+
+func (e *StateConflictError) Error() string { return e.Code + ": " + e.Detail }
+
+// StateConflict builds a StateConflictError.
+func StateConflict(code, detail string) error { return &StateConflictError{Code: code, Detail: detail} }

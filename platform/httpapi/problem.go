@@ -89,6 +89,7 @@ func classify(err error, conflictCodes map[string]ConflictAnswer) (p Problem, in
 		pe  *problemError
 		ve  *apperr.ValidationError
 		nf  *apperr.NotFoundError
+		sc  *apperr.StateConflictError
 		ce  conflict
 		mbe *http.MaxBytesError
 	)
@@ -103,6 +104,8 @@ func classify(err error, conflictCodes map[string]ConflictAnswer) (p Problem, in
 		}
 	case errors.As(err, &nf):
 		p = Problem{Status: http.StatusNotFound, Code: CodeNotFound, Detail: nf.Error()}
+	case errors.As(err, &sc):
+		p = Problem{Status: http.StatusConflict, Code: sc.Code, Detail: sc.Detail}
 	case errors.Is(err, apperr.ErrNotFound):
 		p = Problem{Status: http.StatusNotFound, Code: CodeNotFound, Detail: "the resource does not exist"}
 	case errors.Is(err, apperr.ErrPreconditionFailed):

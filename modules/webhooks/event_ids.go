@@ -1,0 +1,21 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+)
+
+// CodeEventIDReused is the 409 of a POST /events whose id is stored with another type or data.
+const CodeEventIDReused = "event_id_reused"
+
+// sameEvent compares a stored event with ev as PostgreSQL sees them: data as jsonb, so key order and
+// whitespace do not matter.
+func (s store) sameEvent(ctx context.Context, ev *eventRecord) (bool, error) {
+	var same bool
+	err := s.conn(ctx).Raw(`SELECT type = ? AND data = ?::jsonb FROM webhook_events WHERE id = ?`,
+		ev.Type, string(ev.Data), ev.ID).Row().Scan(&same)
+	if err != nil {
+		return false, fmt.Errorf("compare event %s: %w", ev.ID, err)
+	}
+	return same, nil
+}

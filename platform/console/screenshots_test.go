@@ -41,6 +41,9 @@ func Test_the_main_pages_fit_a_phone_and_a_desktop_and_are_photographed(t *testi
 		FROM ranked r WHERE r.id = d.id`); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.db.Open(t).SQL().Exec(`UPDATE webhook_subscriptions SET created_at = now() - interval '2 days'`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.db.Open(t).SQL().Exec(`UPDATE webhook_attempts a SET started_at = d.created_at + a.number * interval '1 second'
 		FROM webhook_deliveries d WHERE d.id = a.delivery_id`); err != nil {
 		t.Fatal(err)
@@ -84,6 +87,19 @@ func Test_the_main_pages_fit_a_phone_and_a_desktop_and_are_photographed(t *testi
 			if len(unlabelled) > 0 {
 				t.Errorf("%s has fields without a label: %v", s.name, unlabelled)
 			}
+			if low := eval[[]string](t, ctx, lowContrastJS); len(low) > 0 {
+				t.Errorf("%s has text below 4.5:1 contrast: %v", s.name, low)
+			}
+			if s.name == "event-types" {
+				// The check itself must see bad contrast: pale grey on white is 2.3:1.
+				do(t, ctx, chromedp.Evaluate[chromedp.Void](`(() => { const p = document.createElement("p");
+					p.id = "probe"; p.textContent = "pale probe"; p.style.color = "#aaaaaa"; p.style.background = "#ffffff";
+					document.querySelector("main").append(p); })()`))
+				if low := eval[[]string](t, ctx, lowContrastJS); len(low) != 1 || !strings.HasPrefix(low[0], "pale probe") {
+					t.Errorf("the contrast check missed a pale probe: %v", low)
+				}
+				do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.getElementById("probe").remove()`))
+			}
 			if s.name == "event-types" && !strings.Contains(text(t, ctx, "main"), "conversation.renamed") {
 				t.Errorf("the catalog page does not list conversation.renamed")
 			}
@@ -105,3 +121,30 @@ func Test_the_main_pages_fit_a_phone_and_a_desktop_and_are_photographed(t *testi
 		}
 	}
 }
+
+// lowContrastJS lists the visible text whose colour against its effective background is below 4.5:1
+// (WCAG AA for normal text), as "text (ratio)".
+const lowContrastJS = `(() => {
+  const rgb = s => (s.match(/[\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); })
+    .reduce((a, v, i) => a + v * [0.2126, 0.7152, 0.0722][i], 0);
+  const background = el => {
+    for (; el; el = el.parentElement) {
+      const c = rgb(getComputedStyle(el).backgroundColor);
+      if (c.length === 3 || (c.length === 4 && c[3] > 0)) return c.slice(0, 3);
+    }
+    return [255, 255, 255];
+  };
+  const out = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const el = n.parentElement;
+    if (!n.textContent.trim() || !el.getClientRects().length || el.closest("svg")) continue;
+    const style = getComputedStyle(el);
+    if (style.visibility === "hidden") continue;
+    const a = lum(rgb(style.color).slice(0, 3)), b = lum(background(el));
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    if (ratio < 4.5) out.push(n.textContent.trim().slice(0, 30) + " (" + ratio.toFixed(2) + ")");
+  }
+  return out;
+})()`

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -267,5 +268,52 @@ func Test_the_endpoint_page_offers_exactly_the_actions_the_api_has_and_they_work
 		}
 		reloadUntil(t, ctx, 30*time.Second, `document.getElementById("delivery-status").textContent === "succeeded"`,
 			"the test event is delivered")
+	}
+}
+
+// tabTo presses Tab until the element with id has the focus, and fails after limit presses.
+func tabTo(t *testing.T, ctx context.Context, id string, limit int) {
+	t.Helper()
+	for range limit {
+		do(t, ctx, chromedp.KeyEvent("\t"))
+		if eval[string](t, ctx, `document.activeElement ? document.activeElement.id : ""`) == id {
+			return
+		}
+	}
+	t.Fatalf("#%s not reached with %d presses of Tab", id, limit)
+}
+
+func Test_a_person_signs_in_and_redelivers_with_the_keyboard_alone_and_sees_where_the_focus_is(t *testing.T) {
+	c := startCluster(t)
+	rc := newReceiver(t, http.StatusInternalServerError)
+	subscribe(t, c.a, rc.URL+"/hooks", "")
+	publish(t, c.a, map[string]any{"n": 1})
+	hosttest.Eventually(t, 30*time.Second, func() bool { return len(deliveries(t, c.a, "status=failed")) == 1 }, "failed")
+	d := deliveries(t, c.a, "status=failed")[0]
+
+	ctx := newBrowser(t, 375, 800)
+	do(t, ctx, chromedp.Navigate(c.a.URL+"/console/deliveries/"+d.ID), chromedp.WaitVisible(chromedp.ID("token")))
+	if focused := eval[string](t, ctx, `document.activeElement.id`); focused != "token" {
+		t.Fatalf("the sign-in page starts with the focus on %q, not the token field", focused)
+	}
+	if _, err := chromedp.RunResponse(ctx, chromedp.KeyEvent(hosttest.Token+"\r")); err != nil {
+		t.Fatal(err)
+	}
+	if loc := location(t, ctx); !strings.HasSuffix(loc, "/console/deliveries/"+d.ID) {
+		t.Fatalf("after sign-in the browser is at %s, not the page it asked for", loc)
+	}
+	do(t, ctx, chromedp.KeyEvent("\t"))
+	if first := eval[string](t, ctx, `document.activeElement.textContent`); first != "Skip to content" {
+		t.Fatalf("the first Tab focuses %q", first)
+	}
+	tabTo(t, ctx, "redeliver", 40)
+	if outline := eval[string](t, ctx, `getComputedStyle(document.activeElement).outlineStyle`); outline != "solid" {
+		t.Fatalf("the focused button has outline %q", outline)
+	}
+	if _, err := chromedp.RunResponse(ctx, chromedp.KeyEvent("\r")); err != nil {
+		t.Fatal(err)
+	}
+	if notice := text(t, ctx, ".flash.notice"); !strings.Contains(notice, "Redelivery requested") {
+		t.Fatalf("notice %q", notice)
 	}
 }

@@ -193,6 +193,10 @@ func (c *Console) handle(fn func(g *gin.Context, s session) error) gin.HandlerFu
 		case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
 			c.render(g, http.StatusNotFound, "error", page{Title: "Not found", Session: &s,
 				Error: "There is nothing here, or your token may not see it."})
+		case errors.As(err, &ae) && ae.Status == http.StatusTooManyRequests:
+			// A page asks the API several times; an issued token's rate limit counts each ask.
+			c.render(g, http.StatusTooManyRequests, "error", page{Title: "Slow down", Session: &s,
+				Error: "The API is limiting how fast this token may ask. Wait a few seconds and reload."})
 		case errors.As(err, &ae) && ae.Status < 500:
 			c.render(g, ae.Status, "error", page{Title: "Refused", Session: &s, Error: "The API refused this: " + ae.Error()})
 		default:

@@ -49,7 +49,8 @@ type endpointsData struct {
 	Next  string
 }
 
-const endpointsPerPage = 25
+// endpointsPerPage keeps one page's API calls (two per endpoint) inside an issued token's default burst.
+const endpointsPerPage = 20
 
 func (c *Console) endpoints(g *gin.Context, s session) error {
 	q := url.Values{"limit": {itoa(endpointsPerPage)}}

@@ -34,6 +34,9 @@ type call struct {
 	query   url.Values
 	body    any
 	ifMatch string // a version; sent as a strong ETag
+	// idempotencyKey is the form's own key, so a form sent twice (a double click, a retried
+	// request) has one effect where the API honours Idempotency-Key.
+	idempotencyKey string
 }
 
 // apiError is an API answer of 400 or more, with its problem+json body.
@@ -93,6 +96,9 @@ func (a *api) do(r *http.Request, token string, c call, out any) error {
 	if c.ifMatch != "" {
 		req.Header.Set("If-Match", `"`+c.ifMatch+`"`)
 	}
+	if c.idempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", c.idempotencyKey)
+	}
 	rec := &recorder{header: http.Header{}}
 	a.engine.ServeHTTP(rec, req)
 	if rec.status >= 400 {
@@ -108,6 +114,16 @@ func (a *api) do(r *http.Request, token string, c call, out any) error {
 		return fmt.Errorf("console: decode %s %s: %w", c.method, c.path, err)
 	}
 	return nil
+}
+
+var saneFormKey = regexp.MustCompile(`^[A-Za-z0-9_-]{16,64}$`)
+
+// formKey reads the idempotency key a form was rendered with; anything else is ignored.
+func formKey(g *gin.Context) string {
+	if k := g.PostForm("form_key"); saneFormKey.MatchString(k) {
+		return k
+	}
+	return ""
 }
 
 var routeParam = regexp.MustCompile(`/[:*][^/]*`)

@@ -69,7 +69,7 @@ func (c *Console) createConversation(g *gin.Context, s session) error {
 	}
 	var conv conversation
 	if err := c.api.do(g.Request, s.Token, call{method: http.MethodPost, path: "/conversations",
-		body: map[string]string{"title": title}}, &conv); err != nil {
+		body: map[string]string{"title": title}, idempotencyKey: formKey(g)}, &conv); err != nil {
 		return err
 	}
 	return back(g, "/conversations/"+escapePath(conv.ID), "notice", "created")
@@ -130,7 +130,7 @@ func (c *Console) postMessage(g *gin.Context, s session) error {
 		return back(g, "/conversations/"+id, "error", "empty")
 	}
 	if err := c.api.do(g.Request, s.Token, call{method: http.MethodPost, path: "/conversations/" + id + "/messages",
-		body: map[string]string{"content": content}}, nil); err != nil {
+		body: map[string]string{"content": content}, idempotencyKey: formKey(g)}, nil); err != nil {
 		return err
 	}
 	return back(g, "/conversations/"+id, "notice", "posted")

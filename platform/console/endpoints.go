@@ -144,7 +144,7 @@ func (c *Console) endpointAction(g *gin.Context, s session) error {
 		return back(g, "/endpoints/"+id, "notice", action+"d")
 	case "test":
 		var d delivery
-		if err := c.api.do(g.Request, s.Token, call{method: http.MethodPost, path: path + "/test", body: struct{}{}}, &d); err != nil {
+		if err := c.api.do(g.Request, s.Token, call{method: http.MethodPost, path: path + "/test", body: struct{}{}, idempotencyKey: formKey(g)}, &d); err != nil {
 			return err
 		}
 		if d.ID != "" {
@@ -168,7 +168,7 @@ func (c *Console) endpointAction(g *gin.Context, s session) error {
 			return &apiError{Status: http.StatusUnprocessableEntity, Detail: "Since must be a date and time like 2026-12-01T14:30."}
 		}
 		err = c.api.do(g.Request, s.Token, call{method: http.MethodPost, path: path + "/recover",
-			body: map[string]string{"since": since.UTC().Format(time.RFC3339)}}, nil)
+			body: map[string]string{"since": since.UTC().Format(time.RFC3339)}, idempotencyKey: formKey(g)}, nil)
 		if err != nil {
 			return err
 		}

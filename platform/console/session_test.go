@@ -214,3 +214,51 @@ func Test_behind_tls_the_cookie_is_secure_and_every_page_forbids_inline_script_a
 		}
 	}
 }
+
+var formKeyInput = regexp.MustCompile(`name="form_key" value="([^"]+)"`)
+
+func Test_a_message_form_sent_twice_has_the_effect_the_api_gives_one_idempotency_key(t *testing.T) {
+	c := startCluster(t)
+	// What the API does with one key sent twice, straight.
+	direct := hosttest.Decode[created](t, c.a.Do(t, http.MethodPost, "/api/v1/conversations", map[string]any{"title": "direct"}))
+	for range 2 {
+		c.a.Do(t, http.MethodPost, "/api/v1/conversations/"+direct.ID+"/messages", map[string]any{"content": "hello"},
+			"Idempotency-Key", "direct-key-0123456789")
+	}
+	viaConsole := hosttest.Decode[created](t, c.a.Do(t, http.MethodPost, "/api/v1/conversations", map[string]any{"title": "console"}))
+
+	w := newWebClient(t)
+	w.signIn(c.a.URL, hosttest.Token)
+	p := w.send(http.MethodGet, c.a.URL+"/console/conversations/"+viaConsole.ID, nil)
+	key := formKeyInput.FindStringSubmatch(p.body)
+	if key == nil {
+		t.Fatal("the message form carries no form key")
+	}
+	for range 2 {
+		res := w.send(http.MethodPost, c.a.URL+"/console/conversations/"+viaConsole.ID+"/messages",
+			url.Values{"csrf": {p.csrf(t)}, "form_key": {key[1]}, "content": {"hello"}})
+		if res.status != http.StatusSeeOther {
+			t.Fatalf("posting answered %d:\n%s", res.status, res.body)
+		}
+	}
+	// Only the user's messages count: the assistant replies on its own time.
+	users := func(id string) int {
+		n := 0
+		for _, m := range hosttest.Decode[struct {
+			Items []struct {
+				Role string `json:"role"`
+			} `json:"items"`
+		}](t, c.a.Do(t, http.MethodGet, "/api/v1/conversations/"+id+"/messages?limit=200", nil)).Items {
+			if m.Role == "user" {
+				n++
+			}
+		}
+		return n
+	}
+	if got, want := users(viaConsole.ID), users(direct.ID); got != want {
+		t.Fatalf("the form sent twice made %d messages; the API with one key makes %d", got, want)
+	}
+	if other := formKeyInput.FindAllStringSubmatch(w.send(http.MethodGet, c.a.URL+"/console/conversations/"+viaConsole.ID, nil).body, -1); len(other) == 0 || other[0][1] == key[1] {
+		t.Fatal("a new page view must give its form a new key")
+	}
+}

@@ -2,7 +2,9 @@ package console
 
 import (
 	"bytes"
+	"crypto/rand"
 	"embed"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -86,6 +88,12 @@ var funcs = template.FuncMap{
 	},
 	"pretty": pretty,
 	"join":   strings.Join,
+	// formKey makes each rendered form's idempotency key.
+	"formKey": func() string {
+		b := make([]byte, 18)
+		_, _ = rand.Read(b)
+		return base64.RawURLEncoding.EncodeToString(b)
+	},
 }
 
 // pretty indents JSON for reading and undoes the \u003c, \u003e and \u0026 escapes Go's encoder adds:

@@ -25,6 +25,7 @@ import (
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
+	"github.com/keelson/keelson/platform/telemetry"
 )
 
 const testToken = "app-test-token"
@@ -128,6 +129,12 @@ func testConfig(t *testing.T, databaseURL string) Config {
 // startApp migrates the given modules into a fresh database and serves them until the test ends.
 func startApp(t *testing.T, mods []module.Module) string {
 	t.Helper()
+	return startTracedApp(t, mods, telemetry.Disabled())
+}
+
+// startTracedApp is startApp recording spans with tracing.
+func startTracedApp(t *testing.T, mods []module.Module, tracing telemetry.Tracing) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	tdb := dbtest.Create(t)
 	db := tdb.Open(t)
@@ -135,7 +142,7 @@ func startApp(t *testing.T, mods []module.Module) string {
 		t.Fatalf("migrate: %v", err)
 	}
 	cfg := testConfig(t, tdb.URL)
-	replica, err := newReplica(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), db, mods)
+	replica, err := newReplica(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), db, mods, tracing)
 	if err != nil {
 		t.Fatalf("wire: %v", err)
 	}
@@ -211,7 +218,7 @@ func TestOpenAPIDocumentMatchesTheRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	replica, err := newReplica(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), tdb.Open(t), mods)
+	replica, err := newReplica(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), tdb.Open(t), mods, telemetry.Disabled())
 	if err != nil {
 		t.Fatal(err)
 	}

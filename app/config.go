@@ -39,6 +39,11 @@ type Config struct {
 	WebhooksSweepInterval       time.Duration
 	WebhooksRetrySchedule       []time.Duration
 
+	OTelTracesExporter string
+	OTelEndpoint       string
+	OTelServiceName    string
+	OTelTracesSampler  string
+
 	AssistantBaseURL string
 	AssistantModel   string
 	AssistantAPIKey  string
@@ -108,6 +113,23 @@ var Variables = []Variable{
 		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.WebhooksSweepInterval) }},
 	{Name: "WEBHOOKS_RETRY_SCHEDULE", Default: "5s,5m,30m,2h,5h,10h,10h", Usage: "delays after each failed attempt; attempts = len+1",
 		set: func(c *Config, v string) error { return parseDurations(v, &c.WebhooksRetrySchedule) }},
+	{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Default: "", Usage: "OTLP/HTTP collector base URL (http://collector:4318); empty = no spans exported",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				c.OTelEndpoint = ""
+				return nil
+			}
+			return parseURL(v, &c.OTelEndpoint, "http", "https")
+		}},
+	{Name: "OTEL_TRACES_EXPORTER", Default: "otlp", Usage: "otlp, or none to export no spans even with an endpoint",
+		set: func(c *Config, v string) error { return parseEnum(v, &c.OTelTracesExporter, "otlp", "none") }},
+	{Name: "OTEL_SERVICE_NAME", Default: "keelson", Usage: "service.name of the exported spans",
+		set: func(c *Config, v string) error { return parseName(v, &c.OTelServiceName) }},
+	{Name: "OTEL_TRACES_SAMPLER", Default: "parentbased_always_on", Usage: "OpenTelemetry sampler (parentbased_traceidratio with OTEL_TRACES_SAMPLER_ARG=0.1 keeps 10 %)",
+		set: func(c *Config, v string) error {
+			return parseEnum(v, &c.OTelTracesSampler, "always_on", "always_off", "traceidratio",
+				"parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio")
+		}},
 	{Name: "ASSISTANT_BASE_URL", Default: "", Usage: "OpenAI-compatible API base URL; empty = the built-in assistant",
 		set: func(c *Config, v string) error {
 			if v == "" {
@@ -181,6 +203,10 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("webhooks_claim_lease", c.WebhooksClaimLease),
 		slog.Duration("webhooks_sweep_interval", c.WebhooksSweepInterval),
 		slog.Any("webhooks_retry_schedule_ms", milliseconds(c.WebhooksRetrySchedule)),
+		slog.String("otel_exporter_otlp_endpoint", maskURL(c.OTelEndpoint)),
+		slog.String("otel_traces_exporter", c.OTelTracesExporter),
+		slog.String("otel_service_name", c.OTelServiceName),
+		slog.String("otel_traces_sampler", c.OTelTracesSampler),
 		slog.String("assistant_base_url", c.AssistantBaseURL),
 		slog.String("assistant_model", c.AssistantModel),
 		slog.String("assistant_api_key", mask(c.AssistantAPIKey)),

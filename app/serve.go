@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/host"
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
+	"github.com/keelson/keelson/platform/telemetry"
 )
 
 func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
@@ -36,7 +40,19 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	replica, err := newReplica(cfg, logger, db, mods)
+	tracing, err := telemetry.NewTracing(ctx, os.Getenv)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Spans of the last moments are flushed, within a bound: the collector may be gone.
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(flushCtx); err != nil {
+			logger.Warn("flushing spans failed", "error", err)
+		}
+	}()
+	replica, err := newReplica(cfg, logger, db, mods, tracing)
 	if err != nil {
 		return err
 	}
@@ -50,7 +66,11 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 
 // newReplica maps the configuration onto the platform. The shutdown timeout is split so the whole stop
 // (HTTP drain, in-flight handlers and jobs, in parallel) ends within it.
-func newReplica(cfg Config, logger *slog.Logger, db *database.DB, mods []module.Module) (*host.Replica, error) {
+func newReplica(cfg Config, logger *slog.Logger, db *database.DB, mods []module.Module, tracing telemetry.Tracing) (*host.Replica, error) {
+	var tp trace.TracerProvider
+	if tracing.Enabled {
+		tp = tracing.Provider
+	}
 	workBound := cfg.ShutdownTimeout * 4 / 5
 	return host.New(host.Options{
 		DB:                 db,
@@ -58,6 +78,7 @@ func newReplica(cfg Config, logger *slog.Logger, db *database.DB, mods []module.
 		InstanceID:         cfg.InstanceID,
 		Tokens:             cfg.APITokens,
 		CORSAllowedOrigins: cfg.CORSAllowedOrigins,
+		TracerProvider:     tp,
 		Messaging: messaging.Config{
 			AMQPURL:         cfg.AMQPURL,
 			Exchange:        cfg.AMQPExchange,

@@ -63,7 +63,9 @@ func (s *Service) handleDeliveryRequested(ctx context.Context, e messaging.Event
 		return err
 	}
 
+	ctx, span := s.startAttempt(ctx, d)
 	res := s.sender.send(ctx, outgoing{URL: sub.URL, MessageID: ev.ID, Body: body, Keys: keys})
+	endAttempt(span, res)
 	s.metrics.observeAttempt(res)
 	return s.recordOutcome(ctx, d, res)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/modules/webhooks/contract"
@@ -121,6 +122,7 @@ func (m *Module) Register(r *module.Registry) error {
 		return err
 	}
 	m.service = svc
+	svc.traceAttempts(r.TracerProvider)
 	r.Routes(func(api *gin.RouterGroup) { mountRoutes(api.Group("/webhooks"), svc) })
 	// Every public event of every module becomes a webhook event: no list here.
 	r.SubscribePublicEvents(messaging.Subscription{Consumer: fanoutConsumer, Handle: svc.handleIntegrationEvent})
@@ -147,6 +149,7 @@ type Service struct {
 	metrics *metrics
 	now     func() time.Time
 	jitter  func(time.Duration) time.Duration
+	tracer  trace.Tracer // nil: attempts record no span
 }
 
 // NewService wires the service; cfg must have passed Validate.

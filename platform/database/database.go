@@ -6,7 +6,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelson/keelson/platform/concurrency"
 	"gorm.io/driver/postgres"
@@ -24,8 +28,15 @@ type Config struct {
 
 // DB is the pool plus the unit-of-work entry point. Repositories reach the database only through Conn(ctx).
 type DB struct {
-	gorm *gorm.DB
-	sql  *sql.DB
+	gorm   *gorm.DB
+	sql    *sql.DB
+	tracer atomic.Pointer[trace.Tracer] // nil: units of work record no span
+}
+
+// Trace makes every unit of work a span of tp's ("unit_of_work"); call it before use.
+func (d *DB) Trace(tp trace.TracerProvider) {
+	t := tp.Tracer("github.com/keelson/keelson/platform/database")
+	d.tracer.Store(&t)
 }
 
 // Now is the clock every write uses: UTC and truncated to what PostgreSQL stores,
@@ -109,6 +120,21 @@ func (d *DB) WithTx(ctx context.Context, fn func(ctx context.Context) error) err
 	if _, ok := TxFromContext(ctx); ok {
 		return fn(ctx)
 	}
+	if t := d.tracer.Load(); t != nil {
+		var span trace.Span
+		ctx, span = (*t).Start(ctx, "unit_of_work")
+		defer span.End()
+		err := d.transaction(ctx, fn)
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "rolled back")
+		}
+		return err
+	}
+	return d.transaction(ctx, fn)
+}
+
+func (d *DB) transaction(ctx context.Context, fn func(ctx context.Context) error) error {
 	return d.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		return fn(context.WithValue(ctx, txKey{}, tx))
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/keelson/keelson/platform/console"
@@ -34,8 +35,11 @@ type Options struct {
 	Tokens     []string // bearer tokens accepted on /api/v1
 	// CORSAllowedOrigins are the browser origins allowed to call the API cross-origin (none by default).
 	CORSAllowedOrigins []string
-	Messaging          messaging.Config // AMQPURL at least
-	Jobs               jobs.Config      // InstanceID is taken from Options
+	// TracerProvider records spans (HTTP, units of work, outbox, consumers, jobs, modules'); nil
+	// means tracing is off, and trace context is still passed on.
+	TracerProvider trace.TracerProvider
+	Messaging      messaging.Config // AMQPURL at least
+	Jobs           jobs.Config      // InstanceID is taken from Options
 	// ShutdownTimeout bounds the HTTP drain at stop; the bus and the runner have their own bounds. Default 10s.
 	ShutdownTimeout time.Duration
 	// Background runs the bus and the job runner beside the HTTP API. Without it a replica only
@@ -71,12 +75,18 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
+	if tp := opts.TracerProvider; tp != nil {
+		opts.DB.Trace(tp)
+		events.Trace(tp)
+		opts.Messaging.TracerProvider = tp
+	}
 	jobClient, err := jobs.NewClient(opts.DB)
 	if err != nil {
 		return nil, err
 	}
 	registry := module.NewRegistry(module.Deps{
 		DB: opts.DB, Events: events, Jobs: jobClient, Logger: opts.Logger, Metrics: metrics, InstanceID: opts.InstanceID,
+		TracerProvider: opts.TracerProvider,
 	})
 	for _, m := range mods {
 		if err := m.Register(registry.For(m)); err != nil {
@@ -106,6 +116,7 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 		Logger:             opts.Logger,
 		Tokens:             opts.Tokens,
 		CORSAllowedOrigins: opts.CORSAllowedOrigins,
+		TracerProvider:     opts.TracerProvider,
 		Metrics:            metrics,
 		Ready:              map[string]func(context.Context) error{"postgres": opts.DB.Ping, "rabbitmq": bus.Ping},
 		ConflictCodes:      registry.ConflictCodes(),

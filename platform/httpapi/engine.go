@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelson/keelson/platform/database"
 )
@@ -38,6 +39,9 @@ type Options struct {
 	CORSAllowedOrigins []string
 	// DB keeps Idempotency-Key claims and stored responses; nil leaves the header unhandled.
 	DB *database.DB
+	// TracerProvider records a span per request; nil means tracing is off (traceparent is still
+	// read, for logs and events).
+	TracerProvider trace.TracerProvider
 }
 
 // NewEngine builds the gin engine with the middleware, the operations endpoints (/healthz, /readyz,
@@ -90,7 +94,8 @@ func NewEngine(opts Options) (*gin.Engine, *gin.RouterGroup, error) {
 		return nil, nil, err
 	}
 
-	engine.Use(withRenderer(render), requestID(), metrics.middleware(), accessLog(opts.Logger),
+	// The span is opened before the access log and the metrics, so their lines carry its trace id.
+	engine.Use(withRenderer(render), requestID(), tracing(opts.TracerProvider), metrics.middleware(), accessLog(opts.Logger),
 		recovery(opts.Logger), corsMiddleware, bodyLimit())
 	engine.NoRoute(func(c *gin.Context) {
 		if c.Request.Method == http.MethodHead {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config tunes the bus. Zero values take the defaults below; app uses the defaults and sets only
@@ -40,6 +42,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// ForwardOnly runs the forwarder and declares every consumer's queue, but consumes nothing.
 	ForwardOnly bool
+	// TracerProvider records a consumer span per handled message, child of the span that
+	// published the event; nil records none (the trace context still reaches the handler).
+	TracerProvider trace.TracerProvider
 }
 
 // Defaults of Config.

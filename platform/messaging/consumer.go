@@ -10,8 +10,12 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelson/keelson/platform/correlation"
+	"github.com/keelson/keelson/platform/telemetry"
 )
 
 // Headers added to a message moved to a dead-letter queue.
@@ -31,8 +35,12 @@ func newConsumerRouter(cfg Config, subs []Subscription, sub *queueSubscriber, de
 	if err != nil {
 		return nil, fmt.Errorf("consumer router: %w", err)
 	}
+	var tracer trace.Tracer
+	if cfg.TracerProvider != nil {
+		tracer = cfg.TracerProvider.Tracer("github.com/keelson/keelson/platform/messaging")
+	}
 	for _, s := range subs {
-		h := router.AddConsumerHandler(s.Consumer, cfg.queueName(s.Consumer), sub.consumer(s.concurrency()), handlerFor(s, sub))
+		h := router.AddConsumerHandler(s.Consumer, cfg.queueName(s.Consumer), sub.consumer(s.concurrency()), handlerFor(s, sub, tracer))
 		if s.concurrency() > 1 {
 			h.AddMiddleware(oneCopyAtATime(sub.hard))
 		}
@@ -54,7 +62,7 @@ func newConsumerRouter(cfg Config, subs []Subscription, sub *queueSubscriber, de
 
 // handlerFor adapts a module's handler. Its context outlives the start of shutdown (the message's
 // own context) so an in-flight handler can finish within the grace period.
-func handlerFor(s Subscription, sub *queueSubscriber) message.NoPublishHandlerFunc {
+func handlerFor(s Subscription, sub *queueSubscriber, tracer trace.Tracer) message.NoPublishHandlerFunc {
 	return func(msg *message.Message) error {
 		e, err := eventFromMessage(msg)
 		if err != nil {
@@ -65,7 +73,25 @@ func handlerFor(s Subscription, sub *queueSubscriber) message.NoPublishHandlerFu
 		if e.CorrelationID != "" {
 			ctx = correlation.With(ctx, e.CorrelationID)
 		}
-		return s.Handle(ctx, e)
+		ctx = telemetry.Extract(ctx, msg.Metadata)
+		if tracer == nil {
+			return s.Handle(ctx, e)
+		}
+		ctx, span := tracer.Start(ctx, s.Consumer+" process", trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(
+				attribute.String("messaging.system", "rabbitmq"),
+				attribute.String("messaging.operation.type", "process"),
+				attribute.String("messaging.consumer.group.name", s.Consumer),
+				attribute.String("messaging.message.id", e.ID),
+				attribute.String("keelson.event.type", e.Type),
+			))
+		defer span.End()
+		if err := s.Handle(ctx, e); err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "handler failed")
+			return err
+		}
+		return nil
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/keelson/keelson/platform/telemetry"
 )
 
 // Metadata keys of an event on the wire. They travel as AMQP headers; the event id is also the
@@ -39,6 +41,9 @@ func EventMessage(ctx context.Context, e Event) (*message.Message, error) {
 	if e.CorrelationID != "" {
 		msg.Metadata.Set(HeaderCorrelationID, e.CorrelationID)
 	}
+	// The trace context travels with the outbox row and then as AMQP headers (traceparent), so the
+	// consumers' spans join the trace of the request that published the event.
+	telemetry.Inject(ctx, msg.Metadata)
 	msg.SetContext(ctx)
 	return msg, nil
 }

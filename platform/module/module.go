@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/httpapi"
@@ -45,6 +46,8 @@ type Deps struct {
 	Logger     *slog.Logger
 	Metrics    prometheus.Registerer
 	InstanceID string
+	// TracerProvider records the module's own spans; nil when tracing is off.
+	TracerProvider trace.TracerProvider
 }
 
 // Registry collects what modules declare; app turns it into routes, consumers, workers and schedules.

@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/messaging"
@@ -20,7 +22,13 @@ var ErrNoTransaction = errors.New("outbox: publish requires a unit of work (data
 // Publisher writes events into the outbox inside the caller's transaction. It implements
 // module.EventPublisher. Safe for concurrent use.
 type Publisher struct {
-	db *database.DB
+	db     *database.DB
+	tracer trace.Tracer // nil: no span
+}
+
+// Trace records an "outbox publish" span per Publish; call it before use.
+func (p *Publisher) Trace(tp trace.TracerProvider) {
+	p.tracer = tp.Tracer("github.com/keelson/keelson/platform/outbox")
 }
 
 // NewPublisher returns a publisher writing through db's units of work.
@@ -40,6 +48,13 @@ func (p *Publisher) Publish(ctx context.Context, events ...messaging.Event) erro
 	}
 	if len(events) == 0 {
 		return nil
+	}
+	if p.tracer != nil {
+		var span trace.Span
+		ctx, span = p.tracer.Start(ctx, "outbox publish", trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(attribute.Int("messaging.batch.message_count", len(events)),
+				attribute.String("keelson.event.type", events[0].Type)))
+		defer span.End()
 	}
 	exec, err := txExecutor(tx)
 	if err != nil {

@@ -38,6 +38,9 @@ type Config struct {
 	WebhooksClaimLease          time.Duration
 	WebhooksSweepInterval       time.Duration
 	WebhooksRetrySchedule       []time.Duration
+	WebhooksRetryAfterMax       time.Duration
+	WebhooksDisableAfter        time.Duration
+	WebhooksDisableMinAttempts  int
 
 	OTelTracesExporter string
 	OTelEndpoint       string
@@ -105,7 +108,7 @@ var Variables = []Variable{
 		set: func(c *Config, v string) error { return parseBool(v, &c.WebhooksAllowPrivateTargets) }},
 	{Name: "WEBHOOKS_ALLOWED_TARGETS", Default: "", Usage: "comma-separated host:port webhook targets reached even when private",
 		set: func(c *Config, v string) error { return parseHostPorts(v, &c.WebhooksAllowedTargets) }},
-	{Name: "WEBHOOKS_SEND_TIMEOUT", Default: "10s", Usage: "HTTP timeout of one attempt",
+	{Name: "WEBHOOKS_SEND_TIMEOUT", Default: "15s", Usage: "HTTP timeout of one attempt (Standard Webhooks: 15–30 s)",
 		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.WebhooksSendTimeout) }},
 	{Name: "WEBHOOKS_CLAIM_LEASE", Default: "2m", Usage: "lease of a delivery claim; must exceed the send timeout",
 		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.WebhooksClaimLease) }},
@@ -113,6 +116,12 @@ var Variables = []Variable{
 		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.WebhooksSweepInterval) }},
 	{Name: "WEBHOOKS_RETRY_SCHEDULE", Default: "5s,5m,30m,2h,5h,10h,10h", Usage: "delays after each failed attempt; attempts = len+1",
 		set: func(c *Config, v string) error { return parseDurations(v, &c.WebhooksRetrySchedule) }},
+	{Name: "WEBHOOKS_RETRY_AFTER_MAX", Default: "1h", Usage: "cap on a receiver's Retry-After (429, 503) that sets the next attempt",
+		set: func(c *Config, v string) error { return parseDuration(v, time.Second, &c.WebhooksRetryAfterMax) }},
+	{Name: "WEBHOOKS_DISABLE_AFTER", Default: "120h", Usage: "disable a subscription whose every attempt failed for this long...",
+		set: func(c *Config, v string) error { return parseDuration(v, time.Second, &c.WebhooksDisableAfter) }},
+	{Name: "WEBHOOKS_DISABLE_MIN_ATTEMPTS", Default: "10", Usage: "...once at least this many attempts failed in a row",
+		set: func(c *Config, v string) error { return parseInt(v, 1, 1000000, &c.WebhooksDisableMinAttempts) }},
 	{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Default: "", Usage: "OTLP/HTTP collector base URL (http://collector:4318); empty = no spans exported",
 		set: func(c *Config, v string) error {
 			if v == "" {
@@ -203,6 +212,9 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("webhooks_claim_lease", c.WebhooksClaimLease),
 		slog.Duration("webhooks_sweep_interval", c.WebhooksSweepInterval),
 		slog.Any("webhooks_retry_schedule_ms", milliseconds(c.WebhooksRetrySchedule)),
+		slog.Duration("webhooks_retry_after_max", c.WebhooksRetryAfterMax),
+		slog.Duration("webhooks_disable_after", c.WebhooksDisableAfter),
+		slog.Int("webhooks_disable_min_attempts", c.WebhooksDisableMinAttempts),
 		slog.String("otel_exporter_otlp_endpoint", maskURL(c.OTelEndpoint)),
 		slog.String("otel_traces_exporter", c.OTelTracesExporter),
 		slog.String("otel_service_name", c.OTelServiceName),

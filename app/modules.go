@@ -17,6 +17,9 @@ func modules(cfg Config) ([]module.Module, error) {
 		ClaimLease:          cfg.WebhooksClaimLease,
 		SweepInterval:       cfg.WebhooksSweepInterval,
 		RetrySchedule:       cfg.WebhooksRetrySchedule,
+		RetryAfterMax:       cfg.WebhooksRetryAfterMax,
+		DisableAfter:        cfg.WebhooksDisableAfter,
+		DisableMinAttempts:  cfg.WebhooksDisableMinAttempts,
 	})
 	if err != nil {
 		return nil, err

@@ -43,9 +43,9 @@ func Test_Should_refuse_the_second_claim_when_two_replicas_claim_the_same_row(t 
 	require.NoError(t, err)
 	require.Equal(t, first.Version, second.Version)
 
-	winner := first.Claim(time.Now(), time.Minute)
+	winner := first.Claim(time.Now(), time.Minute, "test")
 	require.NoError(t, a.db.WithTx(ctx, func(ctx context.Context) error { return a.svc.store.saveDelivery(ctx, first) }))
-	second.Claim(time.Now(), time.Minute)
+	second.Claim(time.Now(), time.Minute, "test")
 	err = b.db.WithTx(ctx, func(ctx context.Context) error { return b.svc.store.saveDelivery(ctx, second) })
 
 	var conflict *concurrency.ConflictError

@@ -2,135 +2,164 @@ package webhooks
 
 import (
 	"context"
-	"errors"
+	"database/sql/driver"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/modules/webhooks/contract"
-	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/messaging"
 )
 
-// Attempt is one HTTP request made for a delivery, whatever its outcome.
+// AttemptResult is where an attempt stands.
+type AttemptResult string
+
+// Attempt results. An attempt is in_flight from the take to its outcome; superseded when a
+// redelivery changed the delivery during the send (its outcome did not count); unknown when the
+// replica sending it stopped before recording the outcome (closed by the delivery's next take).
+const (
+	ResultInFlight   AttemptResult = "in_flight"
+	ResultSucceeded  AttemptResult = "succeeded"
+	ResultFailed     AttemptResult = "failed"
+	ResultSuperseded AttemptResult = "superseded"
+	ResultUnknown    AttemptResult = "unknown"
+)
+
+// Attempt is one HTTP request sent for a delivery, recorded from the take on, whatever its outcome.
 type Attempt struct {
-	ID              uuid.UUID `gorm:"column:id;primaryKey"`
-	DeliveryID      uuid.UUID `gorm:"column:delivery_id"`
-	Number          int       `gorm:"column:number"`
-	Trigger         Trigger   `gorm:"column:trigger"`
-	StartedAt       time.Time `gorm:"column:started_at"`
-	DurationMS      int       `gorm:"column:duration_ms"`
-	StatusCode      *int      `gorm:"column:status_code"`
-	ErrorClass      string    `gorm:"column:error_class"`
-	Error           string    `gorm:"column:error"`
-	ResponseExcerpt string    `gorm:"column:response_excerpt"`
+	ID              uuid.UUID     `gorm:"column:id;primaryKey"`
+	DeliveryID      uuid.UUID     `gorm:"column:delivery_id"`
+	SubscriptionID  uuid.UUID     `gorm:"column:subscription_id"`
+	Number          int           `gorm:"column:number"`
+	Trigger         Trigger       `gorm:"column:trigger"`
+	Result          AttemptResult `gorm:"column:result"`
+	StartedAt       time.Time     `gorm:"column:started_at"`
+	DurationMS      int           `gorm:"column:duration_ms"`
+	StatusCode      *int          `gorm:"column:status_code"`
+	ErrorClass      string        `gorm:"column:error_class"`
+	Error           string        `gorm:"column:error"`
+	ResponseExcerpt string        `gorm:"column:response_excerpt"`
+	ResponseHeaders headerMap     `gorm:"column:response_headers"`
+	Instance        string        `gorm:"column:instance"` // the replica that sent it
 }
 
 // TableName is the module's table.
 func (Attempt) TableName() string { return "webhook_attempts" }
 
 // handleDeliveryRequested attempts one claimed delivery. It first TAKES the claim: one conditional
-// UPDATE (store.takeClaim) marks the claim's attempt as started and reads what to send, so of all
-// copies of one request, on any replica, at most one handler sends; a stale or duplicated copy
-// matches no row and sends nothing. The take restarts the lease (next_attempt_at = now + lease, and
-// the send timeout is shorter), so the sweep cannot claim the row again while the send runs. A
-// handler that dies after the take leaves the row pending: the sweep claims it afresh after the lease and that new
-// claim is sent once more — at least once overall, at most one send per claim. The outcome is
-// committed with the xmin check against the take's version: if a redelivery changed the row
-// meanwhile, this outcome is dropped and the redelivery's attempt counts.
+// UPDATE (store.takeClaim) marks the claim's attempt as started, opens its attempt row and reads what
+// to send, so of all copies of one request, on any replica, at most one handler sends; a stale or
+// duplicated copy, or one whose subscription is not active, matches no row and sends nothing (the
+// delivery stays pending). The take restarts the lease (next_attempt_at = now + lease, and the send
+// timeout is shorter), so the sweep cannot claim the row again while the send runs. A handler that
+// dies after the take leaves the row pending and its attempt in_flight: the sweep claims it afresh
+// after the lease, that new claim is sent once more and its take closes the old attempt as unknown —
+// at least once overall, at most one send per claim. The outcome is committed with the xmin check
+// against the take's version: if a redelivery changed the row meanwhile, this attempt is recorded as
+// superseded and the redelivery's attempt counts.
 func (s *Service) handleDeliveryRequested(ctx context.Context, e messaging.Event) error {
 	var req contract.DeliveryRequestedPayload
 	if err := e.Decode(&req); err != nil {
 		return err
 	}
-	d, sub, ev, taken, err := s.store.takeClaim(ctx, req.DeliveryID, req.ClaimID, s.now().Add(s.cfg.ClaimLease))
-	if err != nil {
-		return err
-	}
-	if !taken {
-		s.metrics.stale.Inc()
-		return nil
-	}
-	if !sub.active() {
-		return s.giveUp(ctx, d, "subscription deleted or disabled: not sent")
-	}
-	body, err := ev.body()
-	if err != nil {
-		return err
-	}
-	keys, err := sub.signingKeys(s.now())
-	if err != nil {
-		return err
-	}
-
-	ctx, span := s.startAttempt(ctx, d)
-	res := s.sender.send(ctx, outgoing{URL: sub.URL, MessageID: ev.ID, Body: body, Keys: keys})
-	endAttempt(span, res)
-	s.metrics.observeAttempt(res)
-	return s.recordOutcome(ctx, d, res)
-}
-
-// recordOutcome stores the attempt and the delivery's new state atomically, with the xmin check.
-func (s *Service) recordOutcome(ctx context.Context, d *Delivery, res sendResult) error {
 	attemptID, err := uuid.NewV7()
 	if err != nil {
 		return err
 	}
-	attempt := &Attempt{
-		ID: attemptID, DeliveryID: d.ID, Number: d.NextAttemptNumber(), Trigger: d.NextTrigger,
-		StartedAt: res.StartedAt.UTC().Truncate(time.Microsecond), DurationMS: int(res.Duration.Milliseconds()),
-		ErrorClass: res.ErrorClass, Error: res.Error, ResponseExcerpt: res.Excerpt,
+	now := s.now()
+	t, ok, err := s.store.takeClaim(ctx, takeRequest{
+		DeliveryID: req.DeliveryID, Claim: req.ClaimID, AttemptID: attemptID, Now: now,
+		LeaseUntil: now.Add(s.cfg.ClaimLease), Instance: s.instance, AbandonedBefore: now.Add(-s.cfg.SendTimeout),
+	})
+	if err != nil {
+		return err
 	}
+	if !ok {
+		s.metrics.stale.Inc()
+		return nil
+	}
+	ctx, span := s.startAttempt(ctx, t.delivery)
+	res := s.send(ctx, t)
+	endAttempt(span, res)
+	s.metrics.observeAttempt(res)
+	return s.recordOutcome(ctx, t, res)
+}
+
+// send makes the HTTP request of a taken delivery; a request that cannot even be built is a failed attempt.
+func (s *Service) send(ctx context.Context, t taken) sendResult {
+	body, err := t.event.body()
+	if err != nil {
+		return sendResult{StartedAt: s.now(), ErrorClass: errClassRequest, Error: err.Error()}
+	}
+	keys, err := t.sub.signingKeys(s.now())
+	if err != nil {
+		return sendResult{StartedAt: s.now(), ErrorClass: errClassRequest, Error: err.Error()}
+	}
+	return s.sender.send(ctx, outgoing{URL: t.sub.URL, MessageID: t.event.ID, Body: body, Keys: keys})
+}
+
+// recordOutcome stores the delivery's new state, closes the attempt and updates the subscription's
+// health atomically, with the xmin check; then applies what the outcome says about the endpoint:
+// 410 disables it at once, a long run of failures disables it (Config.DisableAfter).
+func (s *Service) recordOutcome(ctx context.Context, t taken, res sendResult) error {
+	d, attempt := t.delivery, t.attempt
+	attempt.StartedAt = res.StartedAt.UTC().Truncate(time.Microsecond)
+	attempt.DurationMS = int(res.Duration.Milliseconds())
+	attempt.ErrorClass, attempt.Error, attempt.ResponseExcerpt, attempt.ResponseHeaders = res.ErrorClass, res.Error, res.Excerpt, res.Headers
 	if res.StatusCode != 0 {
 		code := res.StatusCode
 		attempt.StatusCode = &code
 	}
+	now := s.now()
 	outcome, final := "succeeded", false
 	if res.Succeeded() {
-		d.MarkSucceeded(s.now(), res.StatusCode)
+		attempt.Result = ResultSucceeded
+		d.MarkSucceeded(now, res.StatusCode)
 	} else {
-		final = d.MarkFailed(s.now(), res.StatusCode, res.ErrorClass+": "+res.Error, s.cfg.RetrySchedule, s.jitter)
+		attempt.Result = ResultFailed
+		final = d.MarkFailedRetryingAfter(now, res.StatusCode, res.ErrorClass+": "+res.Error, s.cfg.RetrySchedule, s.jitter,
+			min(res.RetryAfter, s.cfg.RetryAfterMax))
 		outcome = "retrying"
 		if final {
 			outcome = "failed"
 		}
+		s.log.WarnContext(ctx, "webhook attempt failed", "delivery_id", d.ID, "subscription_id", d.SubscriptionID,
+			"attempt", attempt.Number, "error_class", res.ErrorClass, "status_code", res.StatusCode, "error", res.Error)
 	}
+	var won bool
+	var health SubscriptionHealth
+	var err error
 	if final {
 		// The last failure also announces itself: outcome and event commit together.
 		err = s.db.WithTx(ctx, func(ctx context.Context) error {
-			if err := s.store.recordOutcome(ctx, d, attempt); err != nil {
+			if won, health, err = s.store.recordOutcome(ctx, d, attempt, now); err != nil || !won {
 				return err
 			}
 			return s.publishFailed(ctx, d)
 		})
 	} else {
-		err = s.store.recordOutcome(ctx, d, attempt)
-	}
-	if errors.Is(err, concurrency.ErrConflict) {
-		s.log.Info("delivery changed while it was being sent (redelivered): outcome dropped",
-			"delivery_id", d.ID, "attempt", attempt.Number)
-		s.metrics.outcome("dropped")
-		return nil
+		won, health, err = s.store.recordOutcome(ctx, d, attempt, now)
 	}
 	if err != nil {
 		return err
 	}
+	if !won {
+		s.log.InfoContext(ctx, "delivery changed while it was being sent (redelivered): attempt superseded",
+			"delivery_id", d.ID, "attempt", attempt.Number)
+		outcome = "dropped"
+	}
 	s.metrics.outcome(outcome)
+	switch {
+	case res.Gone():
+		return s.disableSubscription(ctx, d.SubscriptionID, ReasonGone, nil)
+	case !res.Succeeded() && health.shouldDisable(now, s.cfg.DisableAfter, s.cfg.DisableMinAttempts):
+		return s.disableSubscription(ctx, d.SubscriptionID, ReasonFailing, func(h SubscriptionHealth) bool {
+			return h.shouldDisable(s.now(), s.cfg.DisableAfter, s.cfg.DisableMinAttempts)
+		})
+	}
 	return nil
-}
-
-// giveUp fails a delivery whose subscription no longer takes events; nothing is sent. Only the
-// handler that took the claim gets here, and its save is xmin-checked against the take's version.
-func (s *Service) giveUp(ctx context.Context, d *Delivery, reason string) error {
-	d.GiveUp(s.now(), reason)
-	err := s.db.WithTx(ctx, func(ctx context.Context) error { return s.store.saveDelivery(ctx, d) })
-	if errors.Is(err, concurrency.ErrConflict) {
-		return nil
-	}
-	if err == nil {
-		s.metrics.outcome("cancelled")
-	}
-	return err
 }
 
 // publishFailed tells other modules a delivery exhausted its schedule.
@@ -143,4 +172,33 @@ func (s *Service) publishFailed(ctx context.Context, d *Delivery) error {
 		return err
 	}
 	return s.events.Publish(ctx, e)
+}
+
+// headerMap is a small string map stored as a jsonb object.
+type headerMap map[string]string
+
+// Value stores the map as jsonb.
+func (h headerMap) Value() (driver.Value, error) {
+	if h == nil {
+		return "{}", nil
+	}
+	b, err := json.Marshal(map[string]string(h))
+	return string(b), err
+}
+
+// Scan reads the jsonb object.
+func (h *headerMap) Scan(src any) error {
+	var b []byte
+	switch v := src.(type) {
+	case []byte:
+		b = v
+	case string:
+		b = []byte(v)
+	case nil:
+		*h = nil
+		return nil
+	default:
+		return fmt.Errorf("headers: cannot scan %T", src)
+	}
+	return json.Unmarshal(b, (*map[string]string)(h))
 }

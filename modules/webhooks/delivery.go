@@ -45,6 +45,7 @@ type Delivery struct {
 	NextAttemptAt  *time.Time `gorm:"column:next_attempt_at"` // due time, or the end of the lease while claimed
 	ClaimID        *uuid.UUID `gorm:"column:claim_id"`
 	SentClaimID    *uuid.UUID `gorm:"column:sent_claim_id"` // the claim whose attempt has started (CanStartAttempt)
+	ClaimedBy      string     `gorm:"column:claimed_by"`    // instance holding the claim: the claimer, then the sender
 	LastStatusCode *int       `gorm:"column:last_status_code"`
 	LastError      string     `gorm:"column:last_error"`
 	CreatedAt      time.Time  `gorm:"column:created_at"`
@@ -57,7 +58,7 @@ type Delivery struct {
 func (Delivery) TableName() string { return "webhook_deliveries" }
 
 // newDelivery is born pending and claimed: its DeliveryRequested leaves in the same transaction.
-func newDelivery(sub *Subscription, eventID, eventType string, now time.Time, lease time.Duration) (*Delivery, uuid.UUID, error) {
+func newDelivery(sub *Subscription, eventID, eventType string, now time.Time, lease time.Duration, by string) (*Delivery, uuid.UUID, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, uuid.Nil, err
@@ -66,15 +67,15 @@ func newDelivery(sub *Subscription, eventID, eventType string, now time.Time, le
 		ID: id, SubscriptionID: sub.ID, EventID: eventID, EventType: eventType,
 		Status: StatusPending, NextTrigger: TriggerScheduled, CreatedAt: now, UpdatedAt: now,
 	}
-	return d, d.Claim(now, lease), nil
+	return d, d.Claim(now, lease, by), nil
 }
 
-// Claim takes ownership of a pending delivery: a fresh claim id, and next_attempt_at pushed to the
-// end of the lease so the sweep leaves it alone until the holder had ample time to finish.
-func (d *Delivery) Claim(now time.Time, lease time.Duration) uuid.UUID {
+// Claim takes ownership of a pending delivery for instance by: a fresh claim id, and next_attempt_at
+// pushed to the end of the lease so the sweep leaves it alone until the holder had ample time to finish.
+func (d *Delivery) Claim(now time.Time, lease time.Duration, by string) uuid.UUID {
 	claim := uuid.New()
 	due := now.Add(lease)
-	d.ClaimID, d.NextAttemptAt, d.UpdatedAt = &claim, &due, now
+	d.ClaimID, d.NextAttemptAt, d.UpdatedAt, d.ClaimedBy = &claim, &due, now, by
 	return claim
 }
 
@@ -92,13 +93,15 @@ func (d *Delivery) CanStartAttempt(claim uuid.UUID) bool {
 	return d.IsClaimedBy(claim) && (d.SentClaimID == nil || *d.SentClaimID != claim)
 }
 
-// StartAttempt marks the current claim as taken by the handler about to send and restarts the lease
-// from now, so a message that waited in the queue still gets a whole lease for its send. It stays
-// pending and claimed: if that handler dies the lease expires and the sweep claims the delivery afresh.
-func (d *Delivery) StartAttempt(now time.Time, lease time.Duration) {
+// StartAttempt marks the current claim as taken by the handler of instance by, about to send, counts
+// the attempt and restarts the lease from now, so a message that waited in the queue still gets a
+// whole lease for its send. It stays pending and claimed: if that handler dies the lease expires and
+// the sweep claims the delivery afresh.
+func (d *Delivery) StartAttempt(now time.Time, lease time.Duration, by string) {
 	if d.ClaimID != nil {
 		taken, due := *d.ClaimID, now.Add(lease)
-		d.SentClaimID, d.NextAttemptAt = &taken, &due
+		d.SentClaimID, d.NextAttemptAt, d.ClaimedBy = &taken, &due, by
+		d.AttemptCount++
 	}
 }
 
@@ -107,8 +110,7 @@ func (d *Delivery) NextAttemptNumber() int { return d.AttemptCount + 1 }
 
 // MarkSucceeded ends the delivery after a 2xx and clears the claim.
 func (d *Delivery) MarkSucceeded(now time.Time, statusCode int) {
-	d.AttemptCount++
-	d.Status, d.ClaimID, d.NextAttemptAt = StatusSucceeded, nil, nil
+	d.Status, d.ClaimID, d.NextAttemptAt, d.ClaimedBy = StatusSucceeded, nil, nil, ""
 	d.LastStatusCode, d.LastError = &statusCode, ""
 	d.UpdatedAt = now
 }
@@ -116,9 +118,15 @@ func (d *Delivery) MarkSucceeded(now time.Time, statusCode int) {
 // MarkFailed records a failed attempt and clears the claim. It schedules the next attempt after
 // schedule[n] (n = failures in this round) with jitter, or gives up (final = true) once the schedule is exhausted.
 func (d *Delivery) MarkFailed(now time.Time, statusCode int, message string, schedule []time.Duration, jitter func(time.Duration) time.Duration) (final bool) {
-	d.AttemptCount++
+	return d.MarkFailedRetryingAfter(now, statusCode, message, schedule, jitter, 0)
+}
+
+// MarkFailedRetryingAfter is MarkFailed with the receiver's own delay (Retry-After, already capped):
+// when positive it replaces the schedule's delay, without jitter; the schedule still bounds the attempts.
+func (d *Delivery) MarkFailedRetryingAfter(now time.Time, statusCode int, message string, schedule []time.Duration,
+	jitter func(time.Duration) time.Duration, retryAfter time.Duration) (final bool) {
 	d.RoundFailures++
-	d.ClaimID = nil
+	d.ClaimID, d.ClaimedBy = nil, ""
 	d.LastStatusCode = nil
 	if statusCode != 0 {
 		d.LastStatusCode = &statusCode
@@ -129,22 +137,19 @@ func (d *Delivery) MarkFailed(now time.Time, statusCode int, message string, sch
 		d.Status, d.NextAttemptAt = StatusFailed, nil
 		return true
 	}
-	due := now.Add(jitter(schedule[d.RoundFailures-1]))
+	delay := jitter(schedule[d.RoundFailures-1])
+	if retryAfter > 0 {
+		delay = retryAfter
+	}
+	due := now.Add(delay)
 	d.NextAttemptAt, d.NextTrigger = &due, TriggerScheduled
 	return false
 }
 
-// GiveUp ends a pending delivery without sending, e.g. when its subscription was deleted or disabled.
-func (d *Delivery) GiveUp(now time.Time, reason string) {
-	d.Status, d.ClaimID, d.NextAttemptAt = StatusFailed, nil, nil
-	d.LastError = reason
-	d.UpdatedAt = now
-}
-
 // Redeliver makes the delivery pending again in any status, with a fresh retry round, and claims it.
-func (d *Delivery) Redeliver(now time.Time, lease time.Duration) uuid.UUID {
+func (d *Delivery) Redeliver(now time.Time, lease time.Duration, by string) uuid.UUID {
 	d.Status, d.RoundFailures, d.NextTrigger = StatusPending, 0, TriggerRedeliver
-	return d.Claim(now, lease)
+	return d.Claim(now, lease, by)
 }
 
 // jitter spreads a retry delay uniformly over ±20 % so failing receivers are not hit in lockstep.

@@ -13,7 +13,7 @@ func noJitter(d time.Duration) time.Duration { return d }
 func testDelivery(t *testing.T, now time.Time) (*Delivery, uuid.UUID) {
 	t.Helper()
 	sub := &Subscription{ID: uuid.New()}
-	d, claim, err := newDelivery(sub, "evt_1", "a.b", now, time.Minute)
+	d, claim, err := newDelivery(sub, "evt_1", "a.b", now, time.Minute, "test")
 	require.NoError(t, err)
 	return d, claim
 }
@@ -26,7 +26,7 @@ func Test_a_new_delivery_is_born_claimed_until_the_lease_ends(t *testing.T) {
 	require.False(t, d.IsClaimedBy(uuid.New()))
 	require.Equal(t, now.Add(time.Minute), *d.NextAttemptAt)
 
-	again := d.Claim(now, time.Minute)
+	again := d.Claim(now, time.Minute, "test")
 	require.NotEqual(t, claim, again)
 	require.False(t, d.IsClaimedBy(claim), "a new claim makes the previous one stale")
 	require.True(t, d.IsClaimedBy(again))
@@ -37,23 +37,26 @@ func Test_failures_follow_the_schedule_then_the_delivery_fails(t *testing.T) {
 	d, claim := testDelivery(t, now)
 	schedule := []time.Duration{time.Second, time.Minute}
 
+	d.StartAttempt(now, time.Minute, "test")
 	require.False(t, d.MarkFailed(now, 500, "http_status: 500", schedule, noJitter))
 	require.False(t, d.IsClaimedBy(claim))
 	require.Equal(t, now.Add(time.Second), *d.NextAttemptAt)
 	require.Equal(t, 500, *d.LastStatusCode)
 
-	d.Claim(now, time.Minute)
+	d.Claim(now, time.Minute, "test")
+	d.StartAttempt(now, time.Minute, "test")
 	require.False(t, d.MarkFailed(now, 0, "timeout: slow", schedule, noJitter))
 	require.Nil(t, d.LastStatusCode)
 	require.Equal(t, now.Add(time.Minute), *d.NextAttemptAt)
 
-	d.Claim(now, time.Minute)
+	d.Claim(now, time.Minute, "test")
+	d.StartAttempt(now, time.Minute, "test")
 	require.True(t, d.MarkFailed(now, 503, "http_status: 503", schedule, noJitter))
 	require.Equal(t, StatusFailed, d.Status)
 	require.Equal(t, 3, d.AttemptCount)
 	require.Nil(t, d.NextAttemptAt)
 
-	claim = d.Redeliver(now, time.Minute)
+	claim = d.Redeliver(now, time.Minute, "test")
 	require.True(t, d.IsClaimedBy(claim))
 	require.Equal(t, TriggerRedeliver, d.NextTrigger)
 	require.Equal(t, 4, d.NextAttemptNumber())

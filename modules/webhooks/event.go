@@ -158,7 +158,7 @@ func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {
 			out = Ingested{ID: first.ID, Type: first.Type, Deliveries: n, Duplicate: true}
 			return nil
 		}
-		subs, err := s.store.activeSubscriptions(ctx)
+		subs, err := s.store.receivingSubscriptions(ctx)
 		if err != nil {
 			return fmt.Errorf("load subscriptions: %w", err)
 		}
@@ -168,7 +168,7 @@ func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {
 			if !subs[i].wants(in.Type) {
 				continue
 			}
-			d, claim, err := newDelivery(&subs[i], in.ID, in.Type, now, s.cfg.ClaimLease)
+			d, claim, err := newDelivery(&subs[i], in.ID, in.Type, now, s.cfg.ClaimLease, s.instance)
 			if err != nil {
 				return err
 			}

@@ -44,12 +44,14 @@ type harness struct {
 	failed    []contract.DeliveryFailedPayload    // webhooks.delivery_failed events seen by an observer
 	requested []contract.DeliveryRequestedPayload // webhooks.delivery_requested events seen by an observer
 	results   []pcontract.ActionResult            // assistant.action_result events seen by an observer
+	disabled  []contract.SubscriptionDisabledPayload
 }
 
 type harnessOptions struct {
 	bus      bool
 	jobs     bool
 	database *dbtest.Database // another replica's database; nil = a fresh one
+	logger   *slog.Logger     // nil = testLogger()
 }
 
 func testConfig() Config {
@@ -77,7 +79,10 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 		dbase = dbtest.Create(t, Name)
 	}
 	db := dbase.Open(t)
-	logger := testLogger()
+	logger := opts.logger
+	if logger == nil {
+		logger = testLogger()
+	}
 	promReg := prometheus.NewRegistry()
 	pub, err := outbox.NewPublisher(db)
 	require.NoError(t, err)
@@ -101,7 +106,8 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 	h := &harness{t: t, database: dbase, db: db, svc: mod.Service(), api: srv, registry: promReg}
 	if opts.bus {
 		subs := append(reg.Subscriptions(), messaging.Subscription{
-			Consumer: "test.observer", EventTypes: []string{contract.DeliveryFailed, contract.DeliveryRequested, pcontract.EventActionResult},
+			Consumer: "test.observer", EventTypes: []string{contract.DeliveryFailed, contract.DeliveryRequested, pcontract.EventActionResult,
+				contract.SubscriptionDisabled},
 			Handle: h.observe,
 		})
 		h.startBus(subs, logger, promReg)
@@ -293,6 +299,12 @@ func (h *harness) observe(_ context.Context, e messaging.Event) error {
 			return err
 		}
 		h.failed = append(h.failed, p)
+	case contract.SubscriptionDisabled:
+		var p contract.SubscriptionDisabledPayload
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		h.disabled = append(h.disabled, p)
 	case pcontract.EventActionResult:
 		var p pcontract.ActionResult
 		if err := e.Decode(&p); err != nil {
@@ -326,6 +338,12 @@ func (h *harness) actionResults() []pcontract.ActionResult {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]pcontract.ActionResult(nil), h.results...)
+}
+
+func (h *harness) disabledEvents() []contract.SubscriptionDisabledPayload {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]contract.SubscriptionDisabledPayload(nil), h.disabled...)
 }
 
 func (h *harness) failedEvents() []contract.DeliveryFailedPayload {

@@ -20,6 +20,9 @@ func mountRoutes(g *gin.RouterGroup, s *Service) {
 	g.PATCH("/subscriptions/:id", httpapi.H(h.updateSubscription))
 	g.DELETE("/subscriptions/:id", httpapi.H(h.deleteSubscription))
 	g.POST("/subscriptions/:id/rotate-secret", httpapi.H(h.rotateSecret))
+	g.POST("/subscriptions/:id/pause", httpapi.H(h.pauseSubscription))
+	g.POST("/subscriptions/:id/resume", httpapi.H(h.resumeSubscription))
+	g.GET("/subscriptions/:id/stats", httpapi.H(h.subscriptionStats))
 	g.POST("/events", httpapi.H(h.publishEvent))
 	g.GET("/event-types", httpapi.H(h.listEventTypes))
 	g.GET("/deliveries", httpapi.H(h.listDeliveries))
@@ -37,6 +40,7 @@ type createSubscriptionRequest struct {
 	Description string   `json:"description"`
 	Secret      string   `json:"secret"`
 	Enabled     *bool    `json:"enabled"`
+	Status      string   `json:"status"`
 }
 
 type updateSubscriptionRequest struct {
@@ -44,19 +48,26 @@ type updateSubscriptionRequest struct {
 	EventTypes  *[]string `json:"event_types"`
 	Description *string   `json:"description"`
 	Enabled     *bool     `json:"enabled"`
+	Status      *string   `json:"status"`
 }
 
 type subscriptionResponse struct {
-	ID          uuid.UUID `json:"id"`
-	URL         string    `json:"url"`
-	EventTypes  []string  `json:"event_types"`
-	Description string    `json:"description"`
-	Enabled     bool      `json:"enabled"`
-	Secret      string    `json:"secret,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
-	Version     string    `json:"version"`
-	Warnings    []string  `json:"warnings,omitempty"` // patterns matching no catalogued type, on create and update
+	ID          uuid.UUID          `json:"id"`
+	URL         string             `json:"url"`
+	EventTypes  []string           `json:"event_types"`
+	Description string             `json:"description"`
+	Enabled     bool               `json:"enabled"`
+	Status      SubscriptionStatus `json:"status"`
+	// DisabledReason is manual, failing or gone while disabled, else null.
+	DisabledReason      *string    `json:"disabled_reason"`
+	LastSuccessAt       *time.Time `json:"last_success_at"`
+	LastFailureAt       *time.Time `json:"last_failure_at"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	Secret              string     `json:"secret,omitempty"`
+	CreatedAt           time.Time  `json:"created_at"`
+	UpdatedAt           time.Time  `json:"updated_at"`
+	Version             string     `json:"version"`
+	Warnings            []string   `json:"warnings,omitempty"` // patterns matching no catalogued type, on create and update
 }
 
 // toSubscriptionResponse never includes the secret; create and rotate add it explicitly.
@@ -67,7 +78,10 @@ func toSubscriptionResponse(s Subscription) subscriptionResponse {
 	}
 	return subscriptionResponse{
 		ID: s.ID, URL: s.URL, EventTypes: types, Description: s.Description, Enabled: s.Enabled,
-		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(), Version: s.Version.String(),
+		Status: s.Status, DisabledReason: nullable(s.DisabledReason),
+		LastSuccessAt: utc(s.Health.LastSuccessAt), LastFailureAt: utc(s.Health.LastFailureAt),
+		ConsecutiveFailures: s.Health.ConsecutiveFailures,
+		CreatedAt:           s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(), Version: s.Version.String(),
 	}
 }
 
@@ -227,6 +241,7 @@ type deliveryResponse struct {
 	NextAttemptAt  *time.Time         `json:"next_attempt_at"`
 	LastStatusCode *int               `json:"last_status_code"`
 	LastError      *string            `json:"last_error"`
+	ClaimedBy      *string            `json:"claimed_by"`
 	CreatedAt      time.Time          `json:"created_at"`
 	UpdatedAt      time.Time          `json:"updated_at"`
 	Version        string             `json:"version"`
@@ -235,14 +250,17 @@ type deliveryResponse struct {
 }
 
 type attemptResponse struct {
-	Number          int       `json:"number"`
-	Trigger         Trigger   `json:"trigger"`
-	StartedAt       time.Time `json:"started_at"`
-	DurationMS      int       `json:"duration_ms"`
-	StatusCode      *int      `json:"status_code"`
-	Error           *string   `json:"error"`
-	ErrorClass      *string   `json:"error_class"`
-	ResponseExcerpt string    `json:"response_excerpt"`
+	Number          int               `json:"number"`
+	Trigger         Trigger           `json:"trigger"`
+	StartedAt       time.Time         `json:"started_at"`
+	DurationMS      int               `json:"duration_ms"`
+	StatusCode      *int              `json:"status_code"`
+	Error           *string           `json:"error"`
+	ErrorClass      *string           `json:"error_class"`
+	ResponseExcerpt string            `json:"response_excerpt"`
+	Result          AttemptResult     `json:"result"`
+	ResponseHeaders map[string]string `json:"response_headers"`
+	Instance        string            `json:"instance"`
 }
 
 func nullable(s string) *string {
@@ -261,7 +279,7 @@ func toDeliveryResponse(d Delivery) deliveryResponse {
 	return deliveryResponse{
 		ID: d.ID, SubscriptionID: d.SubscriptionID, EventID: d.EventID, EventType: d.EventType,
 		Status: d.Status, AttemptCount: d.AttemptCount, NextAttemptAt: next,
-		LastStatusCode: d.LastStatusCode, LastError: nullable(d.LastError),
+		LastStatusCode: d.LastStatusCode, LastError: nullable(d.LastError), ClaimedBy: nullable(d.ClaimedBy),
 		CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(), Version: d.Version.String(),
 	}
 }
@@ -272,7 +290,10 @@ func toAttemptResponses(as []Attempt) *[]attemptResponse {
 		out[i] = attemptResponse{
 			Number: a.Number, Trigger: a.Trigger, StartedAt: a.StartedAt.UTC(), DurationMS: a.DurationMS,
 			StatusCode: a.StatusCode, Error: nullable(a.Error), ErrorClass: nullable(a.ErrorClass),
-			ResponseExcerpt: a.ResponseExcerpt,
+			ResponseExcerpt: a.ResponseExcerpt, Result: a.Result, ResponseHeaders: a.ResponseHeaders, Instance: a.Instance,
+		}
+		if out[i].ResponseHeaders == nil {
+			out[i].ResponseHeaders = map[string]string{}
 		}
 	}
 	return &out

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -51,16 +52,41 @@ type Config struct {
 	SweepInterval       time.Duration   // how often due deliveries are swept
 	RetrySchedule       []time.Duration // delays after each failed attempt; attempts = len+1
 	SweepBatch          int             // due deliveries claimed per sweep; 0 = 500
+	RetryAfterMax       time.Duration   // cap on a receiver's Retry-After (429, 503); 0 = 1 h
+	DisableAfter        time.Duration   // a subscription whose every attempt failed for this long is disabled...; 0 = 5 days
+	DisableMinAttempts  int             // ...once at least this many attempts failed in a row; 0 = 10
+}
+
+// withDefaults fills the zero values that stand for a default.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.SweepBatch == 0 {
+		c.SweepBatch = defaultSweepBatch
+	}
+	if c.RetryAfterMax == 0 {
+		c.RetryAfterMax = d.RetryAfterMax
+	}
+	if c.DisableAfter == 0 {
+		c.DisableAfter = d.DisableAfter
+	}
+	if c.DisableMinAttempts == 0 {
+		c.DisableMinAttempts = d.DisableMinAttempts
+	}
+	return c
 }
 
 // DefaultConfig is the configuration API.md documents.
+// SendTimeout is the low end of the Standard Webhooks recommendation (15–30 s).
 func DefaultConfig() Config {
 	return Config{
-		SendTimeout:   10 * time.Second,
+		SendTimeout:   15 * time.Second,
 		ClaimLease:    2 * time.Minute,
 		SweepInterval: 5 * time.Second,
 		RetrySchedule: []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute,
 			2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour},
+		RetryAfterMax:      time.Hour,
+		DisableAfter:       5 * 24 * time.Hour,
+		DisableMinAttempts: 10,
 	}
 }
 
@@ -87,6 +113,15 @@ func (c Config) Validate() error {
 	if _, err := newTargetPolicy(c.AllowPrivateTargets, c.AllowedTargets); err != nil {
 		errs = append(errs, fmt.Errorf("webhooks: AllowedTargets: %w", err))
 	}
+	if c.RetryAfterMax < 0 {
+		errs = append(errs, errors.New("webhooks: RetryAfterMax must not be negative"))
+	}
+	if c.DisableAfter < 0 {
+		errs = append(errs, errors.New("webhooks: DisableAfter must not be negative"))
+	}
+	if c.DisableMinAttempts < 0 {
+		errs = append(errs, errors.New("webhooks: DisableMinAttempts must not be negative"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -101,9 +136,7 @@ func New(cfg Config) (*Module, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.SweepBatch == 0 {
-		cfg.SweepBatch = defaultSweepBatch
-	}
+	cfg = cfg.withDefaults()
 	cfg.RetrySchedule = append([]time.Duration(nil), cfg.RetrySchedule...)
 	cfg.AllowedTargets = append([]string(nil), cfg.AllowedTargets...)
 	return &Module{cfg: cfg}, nil
@@ -120,6 +153,9 @@ func (m *Module) Register(r *module.Registry) error {
 	svc, err := NewService(m.cfg, r.DB, r.Events, r.Catalog(), r.Logger, r.Metrics)
 	if err != nil {
 		return err
+	}
+	if r.InstanceID != "" {
+		svc.instance = r.InstanceID
 	}
 	m.service = svc
 	svc.traceAttempts(r.TracerProvider)
@@ -150,6 +186,8 @@ type Service struct {
 	now     func() time.Time
 	jitter  func(time.Duration) time.Duration
 	tracer  trace.Tracer // nil: attempts record no span
+	// instance names this replica in claims and attempts (module.Deps.InstanceID, else hostname:pid).
+	instance string
 }
 
 // NewService wires the service; cfg must have passed Validate.
@@ -169,9 +207,7 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.SweepBatch == 0 {
-		cfg.SweepBatch = defaultSweepBatch
-	}
+	cfg = cfg.withDefaults()
 	targets, err := newTargetPolicy(cfg.AllowPrivateTargets, cfg.AllowedTargets)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: AllowedTargets: %w", err)
@@ -183,6 +219,11 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 	return &Service{
 		cfg: cfg, db: db, store: store{db: db}, events: events, catalog: catalog, targets: targets,
 		sender: newSender(cfg.SendTimeout, targets, time.Now),
-		log:    log, metrics: met, now: database.Now, jitter: jitter,
+		log:    log, metrics: met, now: database.Now, jitter: jitter, instance: defaultInstance(),
 	}, nil
+}
+
+func defaultInstance() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d", host, os.Getpid())
 }

@@ -24,8 +24,8 @@ const (
 )
 
 const (
-	// responseExcerptBytes caps what is kept of a receiver's answer.
-	responseExcerptBytes = 1024
+	// responseExcerptBytes caps what is kept of a receiver's answer (cut at a UTF-8 boundary).
+	responseExcerptBytes = 4096
 	// maxErrorLength bounds an attempt's error text, parts of which come from the receiver.
 	maxErrorLength = 512
 	// drainBytes is how much more of a body is read so the connection can be reused.
@@ -49,7 +49,15 @@ type sendResult struct {
 	ErrorClass string
 	Error      string
 	Excerpt    string
+	Headers    map[string]string // the keptResponseHeaders the receiver sent
+	RetryAfter time.Duration     // the receiver's Retry-After on a 429 or 503, uncapped; 0 if none
 }
+
+// keptResponseHeaders are the response headers an attempt keeps: enough to tell what answered and why.
+var keptResponseHeaders = []string{"Content-Type", "Content-Length", "Retry-After", "Location", "Server", "Date", "X-Request-Id"}
+
+// Gone is true for 410: the receiver says the endpoint is gone for good.
+func (r sendResult) Gone() bool { return r.StatusCode == http.StatusGone }
 
 // Succeeded is true for a 2xx answer.
 func (r sendResult) Succeeded() bool {
@@ -110,6 +118,10 @@ func (s *sender) send(ctx context.Context, out outgoing) sendResult {
 	}
 	defer resp.Body.Close()
 	res.StatusCode = resp.StatusCode
+	res.Headers = keptHeaders(resp.Header)
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), started)
+	}
 	excerpt, readErr := io.ReadAll(io.LimitReader(resp.Body, responseExcerptBytes))
 	res.Excerpt = cleanExcerpt(excerpt)
 	if readErr == nil {
@@ -126,6 +138,45 @@ func (s *sender) send(ctx context.Context, out outgoing) sendResult {
 	}
 	return finish()
 }
+
+// keptHeaders copies the keptResponseHeaders present, each value cut to maxHeaderValueLength.
+func keptHeaders(h http.Header) map[string]string {
+	out := map[string]string{}
+	for _, name := range keptResponseHeaders {
+		if v := h.Get(name); v != "" {
+			out[name] = truncate(v, maxHeaderValueLength)
+		}
+	}
+	return out
+}
+
+// maxHeaderValueLength bounds a kept response header value.
+const maxHeaderValueLength = 256
+
+// parseRetryAfter reads delay-seconds or an HTTP date (RFC 9110 §10.2.3); 0 when absent, malformed
+// or already past.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		if secs > int64(maxRetryAfter/time.Second) {
+			return maxRetryAfter
+		}
+		return time.Duration(secs) * time.Second
+	}
+	if at, err := http.ParseTime(v); err == nil && at.After(now) {
+		return min(at.Sub(now), maxRetryAfter)
+	}
+	return 0
+}
+
+// maxRetryAfter keeps an absurd Retry-After from overflowing; Config.RetryAfterMax caps it further.
+const maxRetryAfter = 365 * 24 * time.Hour
 
 // classifyTransportError names why no response arrived.
 func classifyTransportError(err error) string {
@@ -148,7 +199,8 @@ func truncate(s string, n int) string {
 	return cleanExcerpt([]byte(s))
 }
 
-// cleanExcerpt keeps valid UTF-8 without NUL bytes (PostgreSQL text refuses both), never longer than read.
+// cleanExcerpt keeps valid UTF-8 without NUL bytes (PostgreSQL text refuses both), never longer than
+// read: invalid bytes, such as a character cut by the byte limit, are dropped.
 func cleanExcerpt(b []byte) string {
 	s := string(b)
 	if !utf8.ValidString(s) {

@@ -12,7 +12,6 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/keelson/keelson/platform/apperr"
-	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/database"
 )
 
@@ -53,42 +52,84 @@ func (s store) subscription(ctx context.Context, id uuid.UUID) (*Subscription, e
 	return &sub, nil
 }
 
+// takeRequest is what the consumer asks of store.takeClaim.
+type takeRequest struct {
+	DeliveryID, Claim uuid.UUID
+	AttemptID         uuid.UUID // the attempt row opened by the take
+	Now               time.Time
+	LeaseUntil        time.Time // the take restarts the lease for the send
+	Instance          string
+	AbandonedBefore   time.Time // in_flight attempts of the delivery started before this are closed as unknown
+}
+
+// taken is a delivery whose claim was taken, with what sending it needs.
+type taken struct {
+	delivery *Delivery
+	sub      *Subscription
+	event    *eventRecord
+	attempt  *Attempt // in_flight
+}
+
 // takeClaim starts the attempt of a claim: in one statement it applies Delivery.CanStartAttempt
 // and StartAttempt as a conditional UPDATE (pending, claim current, not yet taken → sent_claim_id =
-// claim) and returns the taken delivery with its new row version, its subscription (even deleted, so
-// the delivery can be given up with a reason) and its event: the consumer's only read. Of two
-// handlers of the same claim, on any replicas, the row lock lets one through; the other re-checks
-// the committed row, matches nothing and gets taken = false, as does a stale claim. The returned
-// version is what the outcome's xmin check compares against.
-func (s store) takeClaim(ctx context.Context, id, claim uuid.UUID, leaseUntil time.Time) (d *Delivery, sub *Subscription, ev *eventRecord, taken bool, err error) {
-	d, sub, ev = &Delivery{}, &Subscription{}, &eventRecord{}
-	err = s.conn(ctx).Raw(`WITH taken AS (
-		UPDATE webhook_deliveries SET sent_claim_id = claim_id, next_attempt_at = ?
-		WHERE id = ? AND status = ? AND claim_id = ? AND sent_claim_id IS DISTINCT FROM claim_id
-		RETURNING id, subscription_id, event_id, event_type, status, attempt_count, round_failures,
-			next_trigger, next_attempt_at, claim_id, sent_claim_id, last_status_code, last_error,
-			created_at, updated_at, xmin)
-		SELECT d.id, d.subscription_id, d.event_id, d.event_type, d.status, d.attempt_count,
-			d.round_failures, d.next_trigger, d.next_attempt_at, d.claim_id, d.sent_claim_id,
-			d.last_status_code, d.last_error, d.created_at, d.updated_at, d.xmin,
-			s.url, s.enabled, s.deleted_at, s.secret, s.previous_secret, s.previous_secret_expires_at,
-			e.type, e.data, e.created_at
-		FROM taken d
-		JOIN webhook_subscriptions s ON s.id = d.subscription_id
-		JOIN webhook_events e ON e.id = d.event_id`, leaseUntil, id, StatusPending, claim).Row().Scan(
+// claim, attempt counted), opens the attempt row (result in_flight), closes the delivery's attempts
+// abandoned by a replica that stopped (result unknown), and returns the delivery with its new row
+// version, its subscription and its event: the consumer's only read.
+//
+// The subscription must be active; its row is read under FOR KEY SHARE, which a status change's
+// FOR UPDATE waits for (and which waits for it, then re-reads the new status): once a pause commits,
+// no take can still see the subscription active. Of two handlers of the same claim, on any replicas,
+// the row lock lets one through; the other re-checks the committed row, matches nothing and gets
+// ok = false, as does a stale claim. The returned version is what the outcome's xmin check compares against.
+func (s store) takeClaim(ctx context.Context, r takeRequest) (t taken, ok bool, err error) {
+	d, sub, ev := &Delivery{}, &Subscription{}, &eventRecord{}
+	err = s.conn(ctx).Raw(`WITH sub AS (
+		SELECT s.id, s.url, s.secret, s.previous_secret, s.previous_secret_expires_at
+		FROM webhook_subscriptions s JOIN webhook_deliveries d0 ON d0.subscription_id = s.id
+		WHERE d0.id = @id AND s.status = 'active' AND s.deleted_at IS NULL
+		FOR KEY SHARE OF s),
+	taken AS (
+		UPDATE webhook_deliveries d SET sent_claim_id = claim_id, next_attempt_at = @lease,
+			attempt_count = attempt_count + 1, claimed_by = @instance
+		FROM sub
+		WHERE d.id = @id AND d.subscription_id = sub.id AND d.status = @pending AND d.claim_id = @claim
+			AND d.sent_claim_id IS DISTINCT FROM d.claim_id
+		RETURNING d.id, d.subscription_id, d.event_id, d.event_type, d.status, d.attempt_count, d.round_failures,
+			d.next_trigger, d.next_attempt_at, d.claim_id, d.sent_claim_id, d.claimed_by, d.last_status_code,
+			d.last_error, d.created_at, d.updated_at, d.xmin),
+	opened AS (
+		INSERT INTO webhook_attempts (id, delivery_id, subscription_id, number, trigger, started_at, duration_ms, result, instance)
+		SELECT @attempt, id, subscription_id, attempt_count, next_trigger, @now, 0, 'in_flight', @instance FROM taken),
+	abandoned AS (
+		UPDATE webhook_attempts SET result = 'unknown', error_class = 'unknown',
+			error = 'the replica sending it stopped before recording the outcome'
+		WHERE delivery_id = @id AND result = 'in_flight' AND started_at < @abandoned AND EXISTS (SELECT 1 FROM taken))
+	SELECT d.id, d.subscription_id, d.event_id, d.event_type, d.status, d.attempt_count,
+		d.round_failures, d.next_trigger, d.next_attempt_at, d.claim_id, d.sent_claim_id, d.claimed_by,
+		d.last_status_code, d.last_error, d.created_at, d.updated_at, d.xmin,
+		s.url, s.secret, s.previous_secret, s.previous_secret_expires_at,
+		e.type, e.data, e.created_at
+	FROM taken d
+	JOIN sub s ON s.id = d.subscription_id
+	JOIN webhook_events e ON e.id = d.event_id`,
+		sql.Named("id", r.DeliveryID), sql.Named("lease", r.LeaseUntil), sql.Named("instance", r.Instance),
+		sql.Named("pending", StatusPending), sql.Named("claim", r.Claim), sql.Named("attempt", r.AttemptID),
+		sql.Named("now", r.Now), sql.Named("abandoned", r.AbandonedBefore)).Row().Scan(
 		&d.ID, &d.SubscriptionID, &d.EventID, &d.EventType, &d.Status, &d.AttemptCount,
-		&d.RoundFailures, &d.NextTrigger, &d.NextAttemptAt, &d.ClaimID, &d.SentClaimID,
+		&d.RoundFailures, &d.NextTrigger, &d.NextAttemptAt, &d.ClaimID, &d.SentClaimID, &d.ClaimedBy,
 		&d.LastStatusCode, &d.LastError, &d.CreatedAt, &d.UpdatedAt, &d.Version,
-		&sub.URL, &sub.Enabled, &sub.DeletedAt, &sub.Secret, &sub.PreviousSecret, &sub.PreviousSecretExpiresAt,
+		&sub.URL, &sub.Secret, &sub.PreviousSecret, &sub.PreviousSecretExpiresAt,
 		&ev.Type, &ev.Data, &ev.CreatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, nil, false, nil
+		return taken{}, false, nil
 	}
 	if err != nil {
-		return nil, nil, nil, false, fmt.Errorf("take claim %s of delivery %s: %w", claim, id, err)
+		return taken{}, false, fmt.Errorf("take claim %s of delivery %s: %w", r.Claim, r.DeliveryID, err)
 	}
-	sub.ID, ev.ID = d.SubscriptionID, d.EventID
-	return d, sub, ev, true, nil
+	sub.ID, sub.Status, ev.ID = d.SubscriptionID, StatusActive, d.EventID
+	a := &Attempt{ID: r.AttemptID, DeliveryID: d.ID, SubscriptionID: d.SubscriptionID, Number: d.AttemptCount,
+		Trigger: d.NextTrigger, StartedAt: r.Now, Result: ResultInFlight, Instance: r.Instance}
+	return taken{delivery: d, sub: sub, event: ev, attempt: a}, true, nil
 }
 
 func (s store) subscriptions(ctx context.Context, after uuid.UUID, limit int) ([]Subscription, error) {
@@ -101,10 +142,10 @@ func (s store) subscriptions(ctx context.Context, after uuid.UUID, limit int) ([
 	return subs, err
 }
 
-// activeSubscriptions are those events fan out to.
-func (s store) activeSubscriptions(ctx context.Context) ([]Subscription, error) {
+// receivingSubscriptions are those events fan out to: active and paused ones (Subscription.receivesEvents).
+func (s store) receivingSubscriptions(ctx context.Context) ([]Subscription, error) {
 	var subs []Subscription
-	err := s.conn(ctx).Where("enabled AND deleted_at IS NULL").Order("id").Find(&subs).Error
+	err := s.conn(ctx).Where("status <> ? AND deleted_at IS NULL", StatusDisabled).Order("id").Find(&subs).Error
 	return subs, err
 }
 
@@ -153,44 +194,138 @@ func (s store) saveDelivery(ctx context.Context, d *Delivery) error {
 	return s.conn(ctx).Save(d).Error
 }
 
-// dueDeliveries are pending rows whose next attempt (or expired lease) is due, oldest due first.
-func (s store) dueDeliveries(ctx context.Context, now time.Time, limit int) ([]*Delivery, error) {
+// dueDeliveries are pending rows of active subscriptions whose next attempt (or expired lease) is
+// due, taken round-robin across subscriptions: each one's oldest due first, then each one's second,
+// and so on, at most perSubscription of each, so one endpoint's backlog cannot fill the batch while
+// another's retries wait. Paused and disabled subscriptions are skipped.
+func (s store) dueDeliveries(ctx context.Context, now time.Time, limit, perSubscription int) ([]*Delivery, error) {
 	var ds []*Delivery
-	err := s.conn(ctx).Where("status = ? AND next_attempt_at <= ?", StatusPending, now).
-		Order("next_attempt_at").Limit(limit).Find(&ds).Error
+	err := s.conn(ctx).Raw(`SELECT d.* FROM webhook_subscriptions s
+		CROSS JOIN LATERAL (
+			SELECT x.*, row_number() OVER (ORDER BY x.next_attempt_at) AS turn
+			FROM (SELECT d.*, d.xmin AS xmin FROM webhook_deliveries d
+				WHERE d.subscription_id = s.id AND d.status = ? AND d.next_attempt_at <= ?
+				ORDER BY d.next_attempt_at LIMIT ?) x) d
+		WHERE s.status = ? AND s.deleted_at IS NULL
+		ORDER BY d.turn, d.next_attempt_at
+		LIMIT ?`, StatusPending, now, perSubscription, StatusActive, limit).Scan(&ds).Error
 	return ds, err
 }
 
+// countDue counts the due pending deliveries of active subscriptions.
 func (s store) countDue(ctx context.Context, now time.Time) (int, error) {
 	var n int64
-	err := s.conn(ctx).Model(&Delivery{}).Where("status = ? AND next_attempt_at <= ?", StatusPending, now).Count(&n).Error
+	err := s.conn(ctx).Raw(`SELECT count(*) FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
+		WHERE d.status = ? AND d.next_attempt_at <= ? AND s.status = ? AND s.deleted_at IS NULL`,
+		StatusPending, now, StatusActive).Scan(&n).Error
 	return int(n), err
 }
 
-// recordOutcome writes a delivery's new state and its attempt in one statement, only if the row
-// still has the version read before the send (xmin = the loaded version, the check the concurrency
-// plugin adds to Save). The hot path of every delivery: one round trip instead of the five of
-// BEGIN, INSERT, UPDATE, COMMIT and the read-back. A superseded row yields an error wrapping
-// concurrency.ErrConflict and writes nothing.
-func (s store) recordOutcome(ctx context.Context, d *Delivery, a *Attempt) error {
-	res := s.conn(ctx).Exec(`WITH updated AS (
-		UPDATE webhook_deliveries SET status = ?, attempt_count = ?, round_failures = ?, next_trigger = ?,
-			next_attempt_at = ?, claim_id = ?, last_status_code = ?, last_error = ?, updated_at = ?
-		WHERE id = ? AND xmin = ?
-		RETURNING id)
-		INSERT INTO webhook_attempts (id, delivery_id, number, trigger, started_at, duration_ms, status_code,
-			error_class, error, response_excerpt)
-		SELECT ?, id, ?, ?, ?, ?, ?, ?, ?, ? FROM updated`,
-		d.Status, d.AttemptCount, d.RoundFailures, d.NextTrigger, d.NextAttemptAt, d.ClaimID, d.LastStatusCode,
-		d.LastError, d.UpdatedAt, d.ID, uint32(d.Version),
-		a.ID, a.Number, a.Trigger, a.StartedAt, a.DurationMS, a.StatusCode, a.ErrorClass, a.Error, a.ResponseExcerpt)
-	if res.Error != nil {
-		return fmt.Errorf("record outcome of delivery %s: %w", d.ID, res.Error)
+// recordOutcome writes a delivery's new state, closes its attempt with the result and updates the
+// subscription's health, in one statement. The delivery is written only if the row still has the
+// version the take returned (xmin, the check the concurrency plugin adds to Save); if a redelivery
+// changed it meanwhile the attempt is closed as superseded and the delivery is left to the
+// redelivery: won = false. The hot path of every delivery: one round trip. A success refreshes
+// last_success_at at most once a second per subscription unless it ends a run of failures, so a busy
+// endpoint's successes do not all write its health row.
+func (s store) recordOutcome(ctx context.Context, d *Delivery, a *Attempt, now time.Time) (won bool, h SubscriptionHealth, err error) {
+	health := `UPDATE webhook_subscription_health SET last_success_at = @now, consecutive_failures = 0, failing_since = NULL
+		WHERE subscription_id = @sub AND (consecutive_failures > 0 OR last_success_at IS NULL OR last_success_at < CAST(@now AS timestamptz) - interval '1 second')
+		RETURNING failing_since, consecutive_failures`
+	if a.Result != ResultSucceeded {
+		health = `INSERT INTO webhook_subscription_health AS h (subscription_id, last_failure_at, failing_since, consecutive_failures)
+		VALUES (@sub, @now, @started, 1)
+		ON CONFLICT (subscription_id) DO UPDATE SET last_failure_at = @now, consecutive_failures = h.consecutive_failures + 1,
+			failing_since = coalesce(h.failing_since, @started)
+		RETURNING failing_since, consecutive_failures`
 	}
-	if res.RowsAffected == 0 {
-		return fmt.Errorf("delivery %s changed since it was read: %w", d.ID, concurrency.ErrConflict)
+	headers, err := a.ResponseHeaders.Value()
+	if err != nil {
+		return false, h, err
 	}
-	return nil
+	var result string
+	row := s.conn(ctx).Raw(`WITH updated AS (
+		UPDATE webhook_deliveries SET status = @status, attempt_count = @attempts, round_failures = @round, next_trigger = @trigger,
+			next_attempt_at = @next, claim_id = @claim, claimed_by = @claimed_by, last_status_code = @last_code,
+			last_error = @last_error, updated_at = @now
+		WHERE id = @id AND xmin = @version
+		RETURNING id),
+	health AS (`+health+`)
+	UPDATE webhook_attempts SET result = CASE WHEN EXISTS (SELECT 1 FROM updated) THEN @result ELSE 'superseded' END,
+		started_at = @started, duration_ms = @duration, status_code = @code, error_class = @class, error = @error,
+		response_excerpt = @excerpt, response_headers = @headers
+	WHERE id = @attempt
+	RETURNING result, (SELECT failing_since FROM health), coalesce((SELECT consecutive_failures FROM health), 0)`,
+		sql.Named("status", d.Status), sql.Named("attempts", d.AttemptCount), sql.Named("round", d.RoundFailures),
+		sql.Named("trigger", d.NextTrigger), sql.Named("next", d.NextAttemptAt), sql.Named("claim", d.ClaimID),
+		sql.Named("claimed_by", d.ClaimedBy), sql.Named("last_code", d.LastStatusCode), sql.Named("last_error", d.LastError),
+		sql.Named("now", now), sql.Named("id", d.ID), sql.Named("version", uint32(d.Version)), sql.Named("sub", d.SubscriptionID),
+		sql.Named("result", a.Result), sql.Named("started", a.StartedAt), sql.Named("duration", a.DurationMS),
+		sql.Named("code", a.StatusCode), sql.Named("class", a.ErrorClass), sql.Named("error", a.Error),
+		sql.Named("excerpt", a.ResponseExcerpt), sql.Named("headers", headers), sql.Named("attempt", a.ID)).Row()
+	h.SubscriptionID = d.SubscriptionID
+	if err := row.Scan(&result, &h.FailingSince, &h.ConsecutiveFailures); err != nil {
+		return false, h, fmt.Errorf("record outcome of delivery %s: %w", d.ID, err)
+	}
+	return result != string(ResultSuperseded), h, nil
+}
+
+// subscriptionForUpdate loads a live subscription and locks its row until the transaction ends.
+func (s store) subscriptionForUpdate(ctx context.Context, id uuid.UUID) (*Subscription, error) {
+	var sub Subscription
+	err := s.conn(ctx).Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ? AND deleted_at IS NULL", id).Take(&sub).Error
+	if err != nil {
+		return nil, notFound(err, "subscription", id)
+	}
+	return &sub, nil
+}
+
+// createHealth gives a new subscription its health row.
+func (s store) createHealth(ctx context.Context, id uuid.UUID) error {
+	return s.conn(ctx).Create(&SubscriptionHealth{SubscriptionID: id}).Error
+}
+
+func (s store) health(ctx context.Context, id uuid.UUID) (SubscriptionHealth, error) {
+	h := SubscriptionHealth{SubscriptionID: id}
+	err := s.conn(ctx).Where("subscription_id = ?", id).Take(&h).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return h, nil
+	}
+	return h, err
+}
+
+func (s store) healthOf(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]SubscriptionHealth, error) {
+	var hs []SubscriptionHealth
+	if err := s.conn(ctx).Where("subscription_id IN ?", ids).Find(&hs).Error; err != nil {
+		return nil, err
+	}
+	out := make(map[uuid.UUID]SubscriptionHealth, len(hs))
+	for _, h := range hs {
+		out[h.SubscriptionID] = h
+	}
+	return out, nil
+}
+
+// resetHealth starts the failure count afresh (on resume): the auto-disable rule then needs a new run.
+func (s store) resetHealth(ctx context.Context, id uuid.UUID) error {
+	return s.conn(ctx).Exec(`UPDATE webhook_subscription_health SET consecutive_failures = 0, failing_since = NULL
+		WHERE subscription_id = ?`, id).Error
+}
+
+// releaseWaiting makes due now the pending deliveries of a subscription whose claims were issued but
+// not taken (their requests arrived while it was not active and sent nothing); retries keep their time.
+func (s store) releaseWaiting(ctx context.Context, subID uuid.UUID, now time.Time) error {
+	return s.conn(ctx).Exec(`UPDATE webhook_deliveries SET next_attempt_at = ?
+		WHERE subscription_id = ? AND status = ? AND claim_id IS NOT NULL AND sent_claim_id IS DISTINCT FROM claim_id
+			AND next_attempt_at > ?`, now, subID, StatusPending, now).Error
+}
+
+// cancelPending fails every pending delivery of a subscription (on delete) and returns how many.
+// A send in flight then finds its outcome superseded.
+func (s store) cancelPending(ctx context.Context, subID uuid.UUID, now time.Time, reason string) (int, error) {
+	res := s.conn(ctx).Exec(`UPDATE webhook_deliveries SET status = ?, claim_id = NULL, claimed_by = '', next_attempt_at = NULL,
+		last_error = ?, updated_at = ? WHERE subscription_id = ? AND status = ?`, StatusFailed, reason, now, subID, StatusPending)
+	return int(res.RowsAffected), res.Error
 }
 
 func (s store) attempts(ctx context.Context, deliveryID uuid.UUID) ([]Attempt, error) {

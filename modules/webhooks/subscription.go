@@ -27,17 +27,20 @@ const (
 // Subscription is a receiver URL, the event types it wants, and the secret its requests are signed with.
 // It is persisted as is: the xmin row version travels with the loaded entity to the conditional UPDATE.
 type Subscription struct {
-	ID                      uuid.UUID  `gorm:"column:id;primaryKey"`
-	URL                     string     `gorm:"column:url"`
-	EventTypes              patternSet `gorm:"column:event_types"`
-	Description             string     `gorm:"column:description"`
-	Enabled                 bool       `gorm:"column:enabled"`
-	Secret                  string     `gorm:"column:secret"`
-	PreviousSecret          string     `gorm:"column:previous_secret"`
-	PreviousSecretExpiresAt *time.Time `gorm:"column:previous_secret_expires_at"`
-	CreatedAt               time.Time  `gorm:"column:created_at"`
-	UpdatedAt               time.Time  `gorm:"column:updated_at"`
-	DeletedAt               *time.Time `gorm:"column:deleted_at"`
+	ID                      uuid.UUID          `gorm:"column:id;primaryKey"`
+	URL                     string             `gorm:"column:url"`
+	EventTypes              patternSet         `gorm:"column:event_types"`
+	Description             string             `gorm:"column:description"`
+	Enabled                 bool               `gorm:"column:enabled"` // kept equal to Status == active for readers of the old column
+	Status                  SubscriptionStatus `gorm:"column:status"`
+	DisabledReason          string             `gorm:"column:disabled_reason"`
+	Secret                  string             `gorm:"column:secret"`
+	PreviousSecret          string             `gorm:"column:previous_secret"`
+	PreviousSecretExpiresAt *time.Time         `gorm:"column:previous_secret_expires_at"`
+	CreatedAt               time.Time          `gorm:"column:created_at"`
+	UpdatedAt               time.Time          `gorm:"column:updated_at"`
+	DeletedAt               *time.Time         `gorm:"column:deleted_at"`
+	Health                  SubscriptionHealth `gorm:"-"` // filled by the service's reads
 
 	Version concurrency.RowVersion `gorm:"column:xmin;->;-:migration;default:(-)"`
 }
@@ -45,21 +48,25 @@ type Subscription struct {
 // TableName is the module's table.
 func (Subscription) TableName() string { return "webhook_subscriptions" }
 
-// SubscriptionInput creates a subscription. Enabled nil means true; Secret "" means generate one.
+// SubscriptionInput creates a subscription. Enabled nil means true; Secret "" means generate one;
+// Status "" means active (Enabled false means disabled).
 type SubscriptionInput struct {
 	URL         string
 	EventTypes  []string
 	Description string
 	Secret      string
 	Enabled     *bool
+	Status      string
 }
 
-// SubscriptionPatch changes a subscription; nil fields are left as they are.
+// SubscriptionPatch changes a subscription; nil fields are left as they are. Enabled true resumes,
+// false disables; Status sets active, paused or disabled.
 type SubscriptionPatch struct {
 	URL         *string
 	EventTypes  *[]string
 	Description *string
 	Enabled     *bool
+	Status      *string
 }
 
 // newSubscription validates the input and returns the subscription with its secret.
@@ -69,6 +76,16 @@ func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy) 
 	patterns, err := normalizePatterns(in.EventTypes)
 	checkErr(&v, "event_types", err)
 	checkErr(&v, "description", validateDescription(in.Description))
+	status := StatusActive
+	if in.Enabled != nil && !*in.Enabled {
+		status = StatusDisabled
+	}
+	if in.Status != "" {
+		parsed, err := parseSubscriptionStatus(in.Status)
+		checkErr(&v, "status", err)
+		v.Check(in.Enabled == nil || *in.Enabled == (parsed == StatusActive), "enabled", "contradicts status")
+		status = parsed
+	}
 	secret := in.Secret
 	if secret != "" {
 		_, err := secretKey(secret)
@@ -86,11 +103,12 @@ func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy) 
 	if err != nil {
 		return nil, fmt.Errorf("subscription id: %w", err)
 	}
-	enabled := in.Enabled == nil || *in.Enabled
-	return &Subscription{
-		ID: id, URL: in.URL, EventTypes: patterns, Description: in.Description, Enabled: enabled,
+	sub := &Subscription{
+		ID: id, URL: in.URL, EventTypes: patterns, Description: in.Description,
 		Secret: secret, CreatedAt: now, UpdatedAt: now,
-	}, nil
+	}
+	sub.setStatus(status, manualReason(status))
+	return sub, nil
 }
 
 // apply validates and applies a patch.
@@ -108,6 +126,19 @@ func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets targetP
 	if p.Description != nil {
 		checkErr(&v, "description", validateDescription(*p.Description))
 	}
+	var status SubscriptionStatus
+	if p.Enabled != nil {
+		status = StatusDisabled
+		if *p.Enabled {
+			status = StatusActive
+		}
+	}
+	if p.Status != nil {
+		parsed, err := parseSubscriptionStatus(*p.Status)
+		checkErr(&v, "status", err)
+		v.Check(p.Enabled == nil || status == parsed, "enabled", "contradicts status")
+		status = parsed
+	}
 	if err := v.Err(); err != nil {
 		return err
 	}
@@ -120,8 +151,8 @@ func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets targetP
 	if p.Description != nil {
 		s.Description = *p.Description
 	}
-	if p.Enabled != nil {
-		s.Enabled = *p.Enabled
+	if status != "" && status != s.Status {
+		s.setStatus(status, manualReason(status))
 	}
 	s.UpdatedAt = now
 	return nil
@@ -147,8 +178,12 @@ func (s *Subscription) markDeleted(now time.Time) {
 	s.UpdatedAt = now
 }
 
-// active is true when events should be delivered to the subscription.
-func (s *Subscription) active() bool { return s.Enabled && s.DeletedAt == nil }
+// active is true when the subscription's deliveries may be sent now.
+func (s *Subscription) active() bool { return s.Status == StatusActive && s.DeletedAt == nil }
+
+// receivesEvents is true when new events create deliveries for it: a paused subscription keeps
+// collecting them to send on resume; a disabled one does not.
+func (s *Subscription) receivesEvents() bool { return s.Status != StatusDisabled && s.DeletedAt == nil }
 
 // wants reports whether an event type matches one of the subscription's patterns.
 func (s *Subscription) wants(eventType string) bool {
@@ -276,9 +311,16 @@ func (s *Service) CreateSubscription(ctx context.Context, in SubscriptionInput) 
 	if err != nil {
 		return Subscription{}, "", err
 	}
-	if err := s.store.createSubscription(ctx, sub); err != nil {
+	err = s.db.WithTx(ctx, func(ctx context.Context) error {
+		if err := s.store.createSubscription(ctx, sub); err != nil {
+			return err
+		}
+		return s.store.createHealth(ctx, sub.ID)
+	})
+	if err != nil {
 		return Subscription{}, "", err
 	}
+	sub.Health = SubscriptionHealth{SubscriptionID: sub.ID}
 	return *sub, sub.Secret, nil
 }
 
@@ -288,50 +330,96 @@ func (s *Service) Subscription(ctx context.Context, id uuid.UUID) (Subscription,
 	if err != nil {
 		return Subscription{}, err
 	}
+	if sub.Health, err = s.store.health(ctx, id); err != nil {
+		return Subscription{}, err
+	}
 	return *sub, nil
 }
 
 // Subscriptions lists live subscriptions, oldest first, after the given id.
 func (s *Service) Subscriptions(ctx context.Context, after uuid.UUID, limit int) ([]Subscription, error) {
-	return s.store.subscriptions(ctx, after, limit)
+	subs, err := s.store.subscriptions(ctx, after, limit)
+	if err != nil || len(subs) == 0 {
+		return subs, err
+	}
+	ids := make([]uuid.UUID, len(subs))
+	for i := range subs {
+		ids[i] = subs[i].ID
+	}
+	health, err := s.store.healthOf(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for i := range subs {
+		subs[i].Health = health[subs[i].ID]
+		subs[i].Health.SubscriptionID = subs[i].ID
+	}
+	return subs, nil
 }
 
 // UpdateSubscription applies a patch, if the subscription still has the version pre names (If-Match).
+// A status change behaves as pause, resume or a manual disable.
 func (s *Service) UpdateSubscription(ctx context.Context, id uuid.UUID, p SubscriptionPatch, pre concurrency.Precondition) (Subscription, error) {
-	sub, err := database.Update(ctx, s.db, s.subscriptionChange(id, pre, func(sub *Subscription) error {
-		return sub.apply(p, s.now(), s.targets)
+	sub, err := database.Update(ctx, s.db, s.subscriptionChange(id, pre, func(ctx context.Context, sub *Subscription) error {
+		was := sub.Status
+		if err := sub.apply(p, s.now(), s.targets); err != nil {
+			return err
+		}
+		return s.afterStatusChange(ctx, sub, was)
 	}))
-	return deref(sub), err
+	return s.withHealth(ctx, sub, err)
 }
 
 // RotateSecret replaces the secret and returns the new one; the old one signs beside it for 24 h.
 func (s *Service) RotateSecret(ctx context.Context, id uuid.UUID, pre concurrency.Precondition) (Subscription, string, error) {
 	var secret string
-	sub, err := database.Update(ctx, s.db, s.subscriptionChange(id, pre, func(sub *Subscription) (err error) {
+	sub, err := database.Update(ctx, s.db, s.subscriptionChange(id, pre, func(_ context.Context, sub *Subscription) (err error) {
 		secret, err = sub.rotateSecret(s.now())
 		return err
 	}))
-	return deref(sub), secret, err
+	out, err := s.withHealth(ctx, sub, err)
+	return out, secret, err
 }
 
-// DeleteSubscription hides a subscription; its pending deliveries are given up when next attempted.
+// DeleteSubscription hides a subscription and cancels its pending deliveries (failed, with the
+// reason) in the same unit of work; a send in flight finds its outcome superseded.
 func (s *Service) DeleteSubscription(ctx context.Context, id uuid.UUID, pre concurrency.Precondition) error {
-	_, err := database.Update(ctx, s.db, s.subscriptionChange(id, pre, func(sub *Subscription) error {
+	cancelled := 0
+	_, err := database.Update(ctx, s.db, s.subscriptionChange(id, pre, func(ctx context.Context, sub *Subscription) (err error) {
 		sub.markDeleted(s.now())
-		return nil
+		cancelled, err = s.store.cancelPending(ctx, id, s.now(), "cancelled: subscription deleted")
+		return err
 	}))
+	if err == nil && cancelled > 0 {
+		s.metrics.deliveries.WithLabelValues("cancelled").Add(float64(cancelled))
+	}
 	return err
 }
 
-// subscriptionChange is the platform's update shape for a live subscription.
-func (s *Service) subscriptionChange(id uuid.UUID, pre concurrency.Precondition, change func(*Subscription) error) database.Change[Subscription] {
+// subscriptionChange is the platform's update shape for a live subscription. The row is locked FOR
+// UPDATE as it is loaded: a take holds FOR KEY SHARE on it while it checks the status
+// (store.takeClaim), so once a change commits no take still sees the old status.
+func (s *Service) subscriptionChange(id uuid.UUID, pre concurrency.Precondition, change func(context.Context, *Subscription) error) database.Change[Subscription] {
 	return database.Change[Subscription]{
-		Load:    func(ctx context.Context) (*Subscription, error) { return s.store.subscription(ctx, id) },
+		Load:    func(ctx context.Context) (*Subscription, error) { return s.store.subscriptionForUpdate(ctx, id) },
 		Version: func(sub *Subscription) string { return sub.Version.String() },
 		If:      pre,
-		Apply:   func(_ context.Context, sub *Subscription) error { return change(sub) },
-		Save:    s.store.saveSubscription,
+		Apply: func(ctx context.Context, sub *Subscription) error {
+			sub.UpdatedAt = s.now()
+			return change(ctx, sub)
+		},
+		Save: s.store.saveSubscription,
 	}
+}
+
+// withHealth completes a changed subscription with its health for the answer.
+func (s *Service) withHealth(ctx context.Context, sub *Subscription, err error) (Subscription, error) {
+	if err != nil {
+		return Subscription{}, err
+	}
+	out := deref(sub)
+	out.Health, err = s.store.health(ctx, out.ID)
+	return out, err
 }
 
 func deref[T any](p *T) T {

@@ -9,6 +9,10 @@ import (
 	"github.com/keelson/keelson/platform/messaging"
 )
 
+// sweepShare is how many due deliveries of one subscription a sweep claims at most: a tenth of the
+// batch, so a backlog on one endpoint leaves room for nine others' in every sweep.
+func sweepShare(batch int) int { return max(1, batch/10) }
+
 // Sweep claims due deliveries (retries whose time has come, and claims whose lease expired because a
 // message or a process was lost) and requests each of them, all in one unit of work. If a redelivery
 // changed one of the rows meanwhile, the whole batch rolls back — claims and outbox rows — and the
@@ -20,13 +24,13 @@ func (s *Service) Sweep(ctx context.Context) error {
 	}
 	claimed := 0
 	err := s.db.WithTx(ctx, func(ctx context.Context) error {
-		due, err := s.store.dueDeliveries(ctx, now, s.cfg.SweepBatch)
+		due, err := s.store.dueDeliveries(ctx, now, s.cfg.SweepBatch, sweepShare(s.cfg.SweepBatch))
 		if err != nil {
 			return fmt.Errorf("load due deliveries: %w", err)
 		}
 		requests := make([]messaging.Event, 0, len(due))
 		for _, d := range due {
-			claim := d.Claim(now, s.cfg.ClaimLease)
+			claim := d.Claim(now, s.cfg.ClaimLease, s.instance)
 			if err := s.store.saveDelivery(ctx, d); err != nil {
 				return err
 			}

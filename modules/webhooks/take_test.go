@@ -23,18 +23,18 @@ func Test_a_claim_starts_one_attempt_and_a_new_claim_can_start_another(t *testin
 	require.False(t, d.CanStartAttempt(uuid.New()), "a stale claim starts nothing")
 
 	started := now.Add(30 * time.Second) // the request waited in the queue
-	d.StartAttempt(started, time.Minute)
+	d.StartAttempt(started, time.Minute, "test")
 	require.Equal(t, claim, *d.SentClaimID)
 	require.Equal(t, started.Add(time.Minute), *d.NextAttemptAt, "the take restarts the lease for the send")
 	require.True(t, d.IsClaimedBy(claim), "taking a claim keeps it: the lease still guards the row")
 	require.False(t, d.CanStartAttempt(claim), "a second copy of the same claim starts nothing")
 
-	again := d.Claim(now, time.Minute) // the sweep after the lease, or a redelivery
+	again := d.Claim(now, time.Minute, "test") // the sweep after the lease, or a redelivery
 	require.Equal(t, claim, *d.SentClaimID, "Claim leaves the taken claim alone")
 	require.True(t, d.CanStartAttempt(again))
 	require.False(t, d.CanStartAttempt(claim))
 
-	d.StartAttempt(now, time.Minute)
+	d.StartAttempt(now, time.Minute, "test")
 	d.MarkSucceeded(now, 204)
 	require.False(t, d.CanStartAttempt(again), "a finished delivery starts nothing")
 }
@@ -151,36 +151,55 @@ func Test_copies_of_one_request_handled_at_once_on_two_replicas_send_once_per_cl
 	t.Logf("%d rounds, %d claims, %d requests received, %.0f copies dropped as stale", rounds, claims, rc.count(), staleTotal(t, replicas))
 }
 
-func Test_copies_for_a_disabled_subscription_give_up_once_and_send_nothing(t *testing.T) {
+func Test_copies_for_a_paused_subscription_send_nothing_and_each_delivery_is_sent_once_after_resume(t *testing.T) {
 	a := newHarness(t, testConfig(), harnessOptions{})
 	b := newHarness(t, testConfig(), harnessOptions{database: a.database})
 	replicas := []*harness{a, b}
 	rc := newReceiver(t, nil)
-	a.subscribe(rc.URL, "*")
+	subID, _ := a.subscribe(rc.URL, "*")
 	ctx := context.Background()
 	const rounds = 10
 	for range rounds {
-		_, err := a.svc.PublishEvent(ctx, EventInput{Type: "copies.disabled", Data: []byte(`{}`)})
+		_, err := a.svc.PublishEvent(ctx, EventInput{Type: "copies.paused", Data: []byte(`{}`)})
 		require.NoError(t, err)
 	}
-	require.NoError(t, a.db.Gorm().Exec(`UPDATE webhook_subscriptions SET enabled = false`).Error)
+	_, err := a.svc.PauseSubscription(ctx, uuid.MustParse(subID), concurrency.Precondition{})
+	require.NoError(t, err)
 
 	requests := a.deliveryRequests()
 	require.Len(t, requests, rounds)
+	staleBefore := staleTotal(t, replicas)
 	for i, req := range requests {
 		handleCopies(t, replicas, requestEvent(t, req), 2+i%3)
 		d, attempts, err := a.svc.Delivery(ctx, req.DeliveryID)
 		require.NoError(t, err)
-		require.Equal(t, StatusFailed, d.Status)
-		require.Contains(t, d.LastError, "subscription deleted or disabled")
+		require.Equal(t, StatusPending, d.Status, "it waits")
+		require.True(t, d.IsClaimedBy(req.ClaimID), "its claim is left untaken")
+		require.Nil(t, d.SentClaimID)
 		require.Empty(t, attempts)
 	}
-	cancelled := 0.0
-	for _, h := range replicas {
-		cancelled += hosttest.Metric(t, h.registry, "keelson_webhooks_delivery_outcomes_total", "outcome", "cancelled")
-	}
-	require.Equal(t, float64(rounds), cancelled, "one give-up per delivery: only the handler that took the claim")
 	require.Zero(t, rc.count())
+	require.Greater(t, staleTotal(t, replicas), staleBefore)
+	require.NoError(t, a.svc.Sweep(ctx))
+	require.Len(t, a.deliveryRequests(), rounds, "the sweep skips a paused subscription")
+
+	// Resume: the waiting deliveries are due at once; the sweep claims them, each is sent once.
+	_, err = b.svc.ResumeSubscription(ctx, uuid.MustParse(subID), concurrency.Precondition{})
+	require.NoError(t, err)
+	require.NoError(t, a.svc.Sweep(ctx))
+	fresh := a.deliveryRequests()[rounds:]
+	require.Len(t, fresh, rounds)
+	for i, req := range append(fresh, requests...) { // the old claims, handled again, are stale now
+		handleCopies(t, replicas, requestEvent(t, req), 2+i%2)
+	}
+	require.Equal(t, rounds, rc.count(), "each delivery sent once")
+	for _, req := range requests {
+		d, attempts, err := a.svc.Delivery(ctx, req.DeliveryID)
+		require.NoError(t, err)
+		require.Equal(t, StatusSucceeded, d.Status)
+		require.Len(t, attempts, 1)
+		require.Equal(t, 1, d.AttemptCount, "waiting spent no attempt")
+	}
 }
 
 func Test_a_claim_taken_by_a_consumer_that_died_is_claimed_again_after_the_lease_and_sent_once(t *testing.T) {
@@ -206,7 +225,8 @@ func Test_a_claim_taken_by_a_consumer_that_died_is_claimed_again_after_the_lease
 
 	// The consumer of the dead replica took the claim, then died: no send, no outcome.
 	leaseUntil := time.Now().UTC().Add(cfg.ClaimLease).Truncate(time.Microsecond)
-	_, _, _, taken, err := dead.svc.store.takeClaim(ctx, original.DeliveryID, original.ClaimID, leaseUntil)
+	_, taken, err := dead.svc.store.takeClaim(ctx, takeRequest{DeliveryID: original.DeliveryID, Claim: original.ClaimID,
+		AttemptID: uuid.New(), Now: time.Now(), LeaseUntil: leaseUntil, Instance: "dead:1", AbandonedBefore: time.Now().Add(-cfg.SendTimeout)})
 	require.NoError(t, err)
 	require.True(t, taken)
 	stored, _, err := dead.svc.Delivery(ctx, original.DeliveryID)
@@ -224,8 +244,12 @@ func Test_a_claim_taken_by_a_consumer_that_died_is_claimed_again_after_the_lease
 
 	d, attempts, err := live.svc.Delivery(ctx, original.DeliveryID)
 	require.NoError(t, err)
-	require.Len(t, attempts, 1)
-	require.Equal(t, TriggerScheduled, attempts[0].Trigger)
+	require.Len(t, attempts, 2, "the dead replica's take opened an attempt; the live one's sent")
+	require.Equal(t, ResultUnknown, attempts[0].Result, "the next take closed the abandoned attempt")
+	require.Equal(t, "dead:1", attempts[0].Instance)
+	require.Equal(t, ResultSucceeded, attempts[1].Result)
+	require.Equal(t, live.svc.instance, attempts[1].Instance)
+	require.Equal(t, TriggerScheduled, attempts[1].Trigger)
 	hosttest.Eventually(t, 10*time.Second, func() bool { return len(live.observedRequests(original.DeliveryID)) == 2 },
 		"the fan-out's request and the sweep's observed")
 	var reclaimed uuid.UUID

@@ -32,7 +32,7 @@ func (s *Service) startAttempt(ctx context.Context, d *Delivery) (context.Contex
 		attribute.String("keelson.webhook.delivery_id", d.ID.String()),
 		attribute.String("keelson.webhook.subscription_id", d.SubscriptionID.String()),
 		attribute.String("keelson.webhook.event_type", d.EventType),
-		attribute.Int("keelson.webhook.attempt", d.NextAttemptNumber()),
+		attribute.Int("keelson.webhook.attempt", d.AttemptCount), // the take counted it
 	))
 }
 

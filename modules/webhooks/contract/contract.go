@@ -2,7 +2,11 @@
 // the only part of the module other modules may import.
 package contract
 
-import "github.com/google/uuid"
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
 
 // Event types published by the webhooks module.
 const (
@@ -30,4 +34,16 @@ type DeliveryFailedPayload struct {
 	AttemptCount   int       `json:"attempt_count"`
 	LastStatusCode *int      `json:"last_status_code"`
 	LastError      string    `json:"last_error"`
+}
+
+// SubscriptionDisabled says a subscription stopped being sent to: by a client, because every attempt
+// failed for a long time (reason failing), or because its receiver answered 410 (reason gone).
+const SubscriptionDisabled = "webhooks.subscription_disabled"
+
+// SubscriptionDisabledPayload names the subscription and why it was disabled.
+type SubscriptionDisabledPayload struct {
+	SubscriptionID uuid.UUID `json:"subscription_id"`
+	URL            string    `json:"url"`
+	Reason         string    `json:"reason"`
+	DisabledAt     time.Time `json:"disabled_at"`
 }

@@ -229,7 +229,7 @@ func Test_a_receiver_slower_than_the_timeout_gets_timeout_attempts_and_is_retrie
 	h.subscribe(rc.URL, "*")
 	eventID := h.publish("slow.receiver", map[string]any{})
 
-	hosttest.Eventually(t, 20*time.Second, func() bool { _, a := deliveryOf(t, h, eventID); return len(a) >= 2 }, "two attempts")
+	hosttest.Eventually(t, 20*time.Second, func() bool { _, a := deliveryOf(t, h, eventID); return finished(a) >= 2 }, "two attempts")
 	slow.Store(false)
 	hosttest.Eventually(t, 20*time.Second, func() bool { d, _ := deliveryOf(t, h, eventID); return d.Status != StatusPending }, "delivery finished")
 	d, attempts := deliveryOf(t, h, eventID)

@@ -390,3 +390,14 @@ func (rc *receiver) received() []received {
 }
 
 func (rc *receiver) count() int { return len(rc.received()) }
+
+// finished counts the attempts whose outcome is recorded (an attempt row exists from the take on).
+func finished(as []Attempt) int {
+	n := 0
+	for _, a := range as {
+		if a.Result != ResultInFlight {
+			n++
+		}
+	}
+	return n
+}

@@ -110,7 +110,7 @@ func Test_ssrf_literal_private_urls_are_refused_unless_allowed_and_names_resolvi
 
 	h.subscribe("http://localhost:"+port+"/hook", "*")
 	eventID := h.publish("ssrf.check", map[string]any{})
-	hosttest.Eventually(t, 20*time.Second, func() bool { _, a := deliveryOf(t, h, eventID); return len(a) == 1 }, "attempt recorded")
+	hosttest.Eventually(t, 20*time.Second, func() bool { _, a := deliveryOf(t, h, eventID); return finished(a) == 1 }, "attempt recorded")
 	_, attempts := deliveryOf(t, h, eventID)
 	require.Equal(t, errClassSSRFBlocked, attempts[0].ErrorClass)
 	require.Nil(t, attempts[0].StatusCode, "no status code: nothing was connected")
@@ -128,7 +128,7 @@ func Test_a_redirect_is_not_followed_and_fails_the_attempt(t *testing.T) {
 	})
 	h.subscribe(redirector.URL, "*")
 	eventID := h.publish("redirect.check", map[string]any{})
-	hosttest.Eventually(t, 20*time.Second, func() bool { _, a := deliveryOf(t, h, eventID); return len(a) == 1 }, "attempt recorded")
+	hosttest.Eventually(t, 20*time.Second, func() bool { _, a := deliveryOf(t, h, eventID); return finished(a) == 1 }, "attempt recorded")
 	d, attempts := deliveryOf(t, h, eventID)
 	require.Equal(t, http.StatusTemporaryRedirect, *attempts[0].StatusCode)
 	require.Equal(t, errClassHTTPStatus, attempts[0].ErrorClass)

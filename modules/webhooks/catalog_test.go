@@ -25,8 +25,12 @@ func TestEventTypesListsTheCatalogPageByPageWithSchemaExampleAndOwner(t *testing
 
 	next := h.call(http.MethodGet, "/event-types?limit=1&cursor="+page["next_cursor"].(string), nil)
 	require.Equal(t, http.StatusOK, next.status)
+	second := next.json(t)
+	require.Equal(t, "invoice.sent", second["items"].([]any)[0].(map[string]any)["type"])
+	next = h.call(http.MethodGet, "/event-types?limit=1&cursor="+second["next_cursor"].(string), nil)
 	last := next.json(t)
-	require.Equal(t, "invoice.sent", last["items"].([]any)[0].(map[string]any)["type"])
+	require.Equal(t, "webhooks.subscription_disabled", last["items"].([]any)[0].(map[string]any)["type"], "the module's own")
+	require.Equal(t, "webhooks", last["items"].([]any)[0].(map[string]any)["owner"])
 	require.Nil(t, last["next_cursor"])
 
 	bad := h.call(http.MethodGet, "/event-types?cursor=nope", nil)

@@ -97,7 +97,7 @@ func (s *Service) send(ctx context.Context, t taken) sendResult {
 	if err != nil {
 		return sendResult{StartedAt: s.now(), ErrorClass: errClassRequest, Error: err.Error()}
 	}
-	return s.sender.send(ctx, outgoing{URL: t.sub.URL, MessageID: t.event.ID, Body: body, Keys: keys})
+	return s.sender.send(ctx, outgoing{URL: t.sub.URL, MessageID: t.event.ID, Body: body, Keys: keys, Headers: t.sub.Headers})
 }
 
 // recordOutcome stores the delivery's new state, closes the attempt and updates the subscription's

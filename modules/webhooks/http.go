@@ -35,20 +35,22 @@ type handlers struct{ s *Service }
 // --- subscriptions
 
 type createSubscriptionRequest struct {
-	URL         string   `json:"url"`
-	EventTypes  []string `json:"event_types"`
-	Description string   `json:"description"`
-	Secret      string   `json:"secret"`
-	Enabled     *bool    `json:"enabled"`
-	Status      string   `json:"status"`
+	URL         string            `json:"url"`
+	EventTypes  []string          `json:"event_types"`
+	Description string            `json:"description"`
+	Secret      string            `json:"secret"`
+	Enabled     *bool             `json:"enabled"`
+	Status      string            `json:"status"`
+	Headers     map[string]string `json:"headers"`
 }
 
 type updateSubscriptionRequest struct {
-	URL         *string   `json:"url"`
-	EventTypes  *[]string `json:"event_types"`
-	Description *string   `json:"description"`
-	Enabled     *bool     `json:"enabled"`
-	Status      *string   `json:"status"`
+	URL         *string            `json:"url"`
+	EventTypes  *[]string          `json:"event_types"`
+	Description *string            `json:"description"`
+	Enabled     *bool              `json:"enabled"`
+	Status      *string            `json:"status"`
+	Headers     *map[string]string `json:"headers"`
 }
 
 type subscriptionResponse struct {
@@ -63,11 +65,13 @@ type subscriptionResponse struct {
 	LastSuccessAt       *time.Time `json:"last_success_at"`
 	LastFailureAt       *time.Time `json:"last_failure_at"`
 	ConsecutiveFailures int        `json:"consecutive_failures"`
-	Secret              string     `json:"secret,omitempty"`
-	CreatedAt           time.Time  `json:"created_at"`
-	UpdatedAt           time.Time  `json:"updated_at"`
-	Version             string     `json:"version"`
-	Warnings            []string   `json:"warnings,omitempty"` // patterns matching no catalogued type, on create and update
+	// Headers names the custom headers sent with every attempt; their values are never shown.
+	Headers   map[string]string `json:"headers"`
+	Secret    string            `json:"secret,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+	UpdatedAt time.Time         `json:"updated_at"`
+	Version   string            `json:"version"`
+	Warnings  []string          `json:"warnings,omitempty"` // patterns matching no catalogued type, on create and update
 }
 
 // toSubscriptionResponse never includes the secret; create and rotate add it explicitly.
@@ -80,8 +84,8 @@ func toSubscriptionResponse(s Subscription) subscriptionResponse {
 		ID: s.ID, URL: s.URL, EventTypes: types, Description: s.Description, Enabled: s.Enabled,
 		Status: s.Status, DisabledReason: nullable(s.DisabledReason),
 		LastSuccessAt: utc(s.Health.LastSuccessAt), LastFailureAt: utc(s.Health.LastFailureAt),
-		ConsecutiveFailures: s.Health.ConsecutiveFailures,
-		CreatedAt:           s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(), Version: s.Version.String(),
+		ConsecutiveFailures: s.Health.ConsecutiveFailures, Headers: s.Headers.redacted(),
+		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(), Version: s.Version.String(),
 	}
 }
 

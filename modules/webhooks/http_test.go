@@ -84,7 +84,7 @@ func Test_deleted_and_disabled_subscriptions_are_sent_nothing(t *testing.T) {
 	r := h.call(http.MethodPost, "/deliveries/"+d.ID.String()+"/redeliver", nil)
 	require.Equal(t, http.StatusUnprocessableEntity, r.status, string(r.body))
 	hosttest.Eventually(t, 20*time.Second, func() bool {
-		return hosttest.Metric(t, h.registry, "keelson_webhooks_stale_requests_total") == 1
+		return hosttest.Metric(t, h.registry, "keelson_webhooks_stale_requests_total") >= 1
 	}, "the fan-out's request found nothing to send")
 	require.Zero(t, rc.count(), "nothing sent to a deleted subscription")
 

@@ -161,6 +161,7 @@ func (m *Module) Register(r *module.Registry) error {
 	svc.traceAttempts(r.TracerProvider)
 	r.Routes(func(api *gin.RouterGroup) { mountRoutes(api.Group("/webhooks"), svc) })
 	// Every public event of every module becomes a webhook event: no list here.
+	r.PublicEvents(contract.Events...)
 	r.SubscribePublicEvents(messaging.Subscription{Consumer: fanoutConsumer, Handle: svc.handleIntegrationEvent})
 	r.Subscribe(messaging.Subscription{Consumer: deliveryConsumer, EventTypes: []string{contract.DeliveryRequested},
 		Concurrency: deliveryConcurrency, Handle: svc.handleDeliveryRequested})

@@ -36,9 +36,10 @@ const (
 // outgoing is one signed webhook request.
 type outgoing struct {
 	URL       string
-	MessageID string   // the event id: the same on every attempt
-	Body      []byte   // signed and sent byte for byte
-	Keys      [][]byte // current secret first, then a rotated-out one still in its grace period
+	MessageID string            // the event id: the same on every attempt
+	Body      []byte            // signed and sent byte for byte
+	Keys      [][]byte          // current secret first, then a rotated-out one still in its grace period
+	Headers   map[string]string // the subscription's own; names the sender sets are refused at validation
 }
 
 // sendResult is what one attempt observed.
@@ -105,8 +106,11 @@ func (s *sender) send(ctx context.Context, out outgoing) sendResult {
 		return finish()
 	}
 	ts := started.Unix()
-	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", userAgent)
+	for name, value := range out.Headers {
+		req.Header.Set(name, value)
+	}
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(headerID, out.MessageID)
 	req.Header.Set(headerTimestamp, strconv.FormatInt(ts, 10))
 	req.Header.Set(headerSignature, signatureHeader(out.Keys, out.MessageID, ts, out.Body))

@@ -37,10 +37,13 @@ type Subscription struct {
 	Secret                  string             `gorm:"column:secret"`
 	PreviousSecret          string             `gorm:"column:previous_secret"`
 	PreviousSecretExpiresAt *time.Time         `gorm:"column:previous_secret_expires_at"`
-	CreatedAt               time.Time          `gorm:"column:created_at"`
-	UpdatedAt               time.Time          `gorm:"column:updated_at"`
-	DeletedAt               *time.Time         `gorm:"column:deleted_at"`
-	Health                  SubscriptionHealth `gorm:"-"` // filled by the service's reads
+	// Headers are sent with every attempt; stored beside the secret, with the same protection, and
+	// shown redacted.
+	Headers   headerMap          `gorm:"column:headers"`
+	CreatedAt time.Time          `gorm:"column:created_at"`
+	UpdatedAt time.Time          `gorm:"column:updated_at"`
+	DeletedAt *time.Time         `gorm:"column:deleted_at"`
+	Health    SubscriptionHealth `gorm:"-"` // filled by the service's reads
 
 	Version concurrency.RowVersion `gorm:"column:xmin;->;-:migration;default:(-)"`
 }
@@ -57,6 +60,7 @@ type SubscriptionInput struct {
 	Secret      string
 	Enabled     *bool
 	Status      string
+	Headers     map[string]string
 }
 
 // SubscriptionPatch changes a subscription; nil fields are left as they are. Enabled true resumes,
@@ -67,6 +71,7 @@ type SubscriptionPatch struct {
 	Description *string
 	Enabled     *bool
 	Status      *string
+	Headers     *map[string]string // replaces the set; an empty map removes them all
 }
 
 // newSubscription validates the input and returns the subscription with its secret.
@@ -86,6 +91,8 @@ func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy) 
 		v.Check(in.Enabled == nil || *in.Enabled == (parsed == StatusActive), "enabled", "contradicts status")
 		status = parsed
 	}
+	headers, err := normalizeHeaders(in.Headers)
+	checkErr(&v, "headers", err)
 	secret := in.Secret
 	if secret != "" {
 		_, err := secretKey(secret)
@@ -105,7 +112,7 @@ func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy) 
 	}
 	sub := &Subscription{
 		ID: id, URL: in.URL, EventTypes: patterns, Description: in.Description,
-		Secret: secret, CreatedAt: now, UpdatedAt: now,
+		Secret: secret, Headers: headers, CreatedAt: now, UpdatedAt: now,
 	}
 	sub.setStatus(status, manualReason(status))
 	return sub, nil
@@ -139,8 +146,17 @@ func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets targetP
 		v.Check(p.Enabled == nil || status == parsed, "enabled", "contradicts status")
 		status = parsed
 	}
+	var headers headerMap
+	if p.Headers != nil {
+		var err error
+		headers, err = normalizeHeaders(*p.Headers)
+		checkErr(&v, "headers", err)
+	}
 	if err := v.Err(); err != nil {
 		return err
+	}
+	if p.Headers != nil {
+		s.Headers = headers
 	}
 	if p.URL != nil {
 		s.URL = *p.URL

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/platform/module"
 )
 
 // Event types published by the webhooks module.
@@ -40,10 +42,18 @@ type DeliveryFailedPayload struct {
 // failed for a long time (reason failing), or because its receiver answered 410 (reason gone).
 const SubscriptionDisabled = "webhooks.subscription_disabled"
 
+// Events are the module's public integration events: webhook subscribers receive them too, so an
+// operator's own subscription to webhooks.* is told when an endpoint is disabled.
+var Events = []module.EventType{
+	{Type: SubscriptionDisabled, Description: "A webhook subscription was disabled: by a client, after a long run of failures, or on a 410 Gone.",
+		Example: SubscriptionDisabledPayload{SubscriptionID: uuid.MustParse("0193a4d3-1f2e-7c3d-8a4b-5c6d7e8f9a02"),
+			URL: "https://example.com/hooks", Reason: "failing", DisabledAt: time.Date(2026, 12, 1, 9, 31, 0, 0, time.UTC)}},
+}
+
 // SubscriptionDisabledPayload names the subscription and why it was disabled.
 type SubscriptionDisabledPayload struct {
-	SubscriptionID uuid.UUID `json:"subscription_id"`
+	SubscriptionID uuid.UUID `json:"subscription_id" format:"uuid"`
 	URL            string    `json:"url"`
-	Reason         string    `json:"reason"`
+	Reason         string    `json:"reason" enum:"manual,failing,gone"`
 	DisabledAt     time.Time `json:"disabled_at"`
 }

@@ -23,6 +23,7 @@ func mountRoutes(g *gin.RouterGroup, s *Service) {
 	g.POST("/subscriptions/:id/pause", httpapi.H(h.pauseSubscription))
 	g.POST("/subscriptions/:id/resume", httpapi.H(h.resumeSubscription))
 	g.GET("/subscriptions/:id/stats", httpapi.H(h.subscriptionStats))
+	g.POST("/subscriptions/:id/test", httpapi.H(h.sendTest))
 	g.POST("/events", httpapi.H(h.publishEvent))
 	g.GET("/event-types", httpapi.H(h.listEventTypes))
 	g.GET("/deliveries", httpapi.H(h.listDeliveries))

@@ -61,3 +61,22 @@ func (h handlers) subscriptionStats(c *gin.Context) error {
 	c.JSON(http.StatusOK, st)
 	return nil
 }
+
+func (h handlers) sendTest(c *gin.Context) error {
+	id, err := httpapi.PathUUID(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := httpapi.BindJSON(c, &struct{}{}, httpapi.AllowEmpty); err != nil {
+		return err
+	}
+	d, err := h.s.SendTest(c.Request.Context(), id)
+	if err != nil {
+		return err
+	}
+	resp := toDeliveryResponse(d)
+	c.Header("Location", "/api/v1/webhooks/deliveries/"+d.ID.String())
+	httpapi.SetETag(c, resp.Version)
+	c.JSON(http.StatusAccepted, resp)
+	return nil
+}

@@ -42,13 +42,27 @@ type DeliveryFailedPayload struct {
 // failed for a long time (reason failing), or because its receiver answered 410 (reason gone).
 const SubscriptionDisabled = "webhooks.subscription_disabled"
 
+// TestEvent is the webhook event POST /webhooks/subscriptions/{id}/test sends to that subscription alone.
+const TestEvent = "webhook.test"
+
+// TestEventPayload is the data of a webhook.test event.
+type TestEventPayload struct {
+	SubscriptionID uuid.UUID `json:"subscription_id" format:"uuid"`
+	Message        string    `json:"message"`
+}
+
 // Events are the module's public integration events: webhook subscribers receive them too, so an
 // operator's own subscription to webhooks.* is told when an endpoint is disabled.
 var Events = []module.EventType{
 	{Type: SubscriptionDisabled, Description: "A webhook subscription was disabled: by a client, after a long run of failures, or on a 410 Gone.",
 		Example: SubscriptionDisabledPayload{SubscriptionID: uuid.MustParse("0193a4d3-1f2e-7c3d-8a4b-5c6d7e8f9a02"),
 			URL: "https://example.com/hooks", Reason: "failing", DisabledAt: time.Date(2026, 12, 1, 9, 31, 0, 0, time.UTC)}},
+	{Type: TestEvent, Description: "A test event, sent on request to one subscription only.",
+		Example: TestEventPayload{SubscriptionID: uuid.MustParse("0193a4d3-1f2e-7c3d-8a4b-5c6d7e8f9a02"), Message: TestEventMessage}},
 }
+
+// TestEventMessage is what every webhook.test event says.
+const TestEventMessage = "A test event sent on request from Keelson."
 
 // SubscriptionDisabledPayload names the subscription and why it was disabled.
 type SubscriptionDisabledPayload struct {

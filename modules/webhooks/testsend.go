@@ -1,0 +1,54 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/modules/webhooks/contract"
+)
+
+// SendTest sends a webhook.test event to one live subscription alone, whatever its patterns: one
+// event, one claimed delivery, its request, in one unit of work. A paused or disabled subscription's
+// test delivery waits like its others.
+func (s *Service) SendTest(ctx context.Context, id uuid.UUID) (Delivery, error) {
+	var out Delivery
+	err := s.db.WithTx(ctx, func(ctx context.Context) error {
+		sub, err := s.store.subscription(ctx, id)
+		if err != nil {
+			return err
+		}
+		eventID, err := uuid.NewV7()
+		if err != nil {
+			return err
+		}
+		data, err := json.Marshal(contract.TestEventPayload{SubscriptionID: id, Message: contract.TestEventMessage})
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		ev := &eventRecord{ID: eventID.String(), Type: contract.TestEvent, Data: data, CreatedAt: now}
+		if _, err := s.store.insertEvent(ctx, ev); err != nil {
+			return fmt.Errorf("store test event: %w", err)
+		}
+		d, claim, err := newDelivery(sub, ev.ID, ev.Type, now, s.cfg.ClaimLease, s.instance)
+		if err != nil {
+			return err
+		}
+		if err := s.store.createDeliveries(ctx, []*Delivery{d}); err != nil {
+			return err
+		}
+		req, err := s.deliveryRequested(ctx, d.ID, claim)
+		if err != nil {
+			return err
+		}
+		if err := s.events.Publish(ctx, req); err != nil {
+			return err
+		}
+		out = *d
+		return nil
+	})
+	return out, err
+}

@@ -141,6 +141,7 @@ func Test_auto_disable_racing_redeliveries_disables_once_then_waits_and_resume_s
 		}
 	}()
 	hosttest.Eventually(t, 30*time.Second, func() bool { return a.statusOf(subID)["status"] == "disabled" }, "auto-disabled")
+	hosttest.Eventually(t, 10*time.Second, func() bool { return redelivered.Load() >= 3 }, "redeliveries made")
 	close(stop)
 	wg.Wait()
 	got := a.statusOf(subID)

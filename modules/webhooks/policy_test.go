@@ -1,0 +1,161 @@
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/keelson/keelson/platform/host/hosttest"
+)
+
+func Test_Retry_After_on_429_and_503_sets_the_next_attempt_capped_and_410_disables_at_once(t *testing.T) {
+	cfg := testConfig()
+	cfg.RetryAfterMax = 3 * time.Second
+	h := newHarness(t, cfg, harnessOptions{bus: true, jobs: true})
+	answer := func(status int, retryAfter func() string) *receiver {
+		return newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+			if n == 1 {
+				if retryAfter != nil {
+					w.Header().Set("Retry-After", retryAfter())
+				}
+				w.WriteHeader(status)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+		})
+	}
+	seconds := answer(http.StatusServiceUnavailable, func() string { return "1" })
+	date := answer(http.StatusTooManyRequests, func() string { return time.Now().Add(2 * time.Second).UTC().Format(http.TimeFormat) })
+	capped := answer(http.StatusTooManyRequests, func() string { return "3600" })
+	gone := answer(http.StatusGone, nil)
+	h.subscribe(seconds.URL, "policy.seconds")
+	h.subscribe(date.URL, "policy.date")
+	h.subscribe(capped.URL, "policy.capped")
+	goneID, _ := h.subscribe(gone.URL, "policy.gone")
+
+	ids := map[string]string{}
+	for _, typ := range []string{"policy.seconds", "policy.date", "policy.capped", "policy.gone"} {
+		ids[typ] = h.publish(typ, map[string]any{})
+	}
+	retryIn := func(typ string) time.Duration {
+		var d Delivery
+		var as []Attempt
+		hosttest.Eventually(t, 20*time.Second, func() bool { d, as = deliveryOf(t, h, ids[typ]); return finished(as) >= 1 }, "%s: first attempt", typ)
+		if d.NextAttemptAt == nil || d.Status != StatusPending || d.ClaimID != nil {
+			return -1 // already claimed again or done: the retry came
+		}
+		return d.NextAttemptAt.Sub(as[0].StartedAt.Add(time.Duration(as[0].DurationMS) * time.Millisecond))
+	}
+	require.InDelta(t, time.Second.Seconds(), retryIn("policy.seconds").Seconds(), 0.2, "Retry-After: 1")
+	require.InDelta(t, 2*time.Second.Seconds(), retryIn("policy.date").Seconds(), 1.1, "Retry-After: an HTTP date ~2 s ahead")
+	require.InDelta(t, cfg.RetryAfterMax.Seconds(), retryIn("policy.capped").Seconds(), 0.2, "Retry-After: 3600 capped")
+	for _, typ := range []string{"policy.seconds", "policy.date", "policy.capped"} {
+		hosttest.Eventually(t, 20*time.Second, func() bool { d, _ := deliveryOf(t, h, ids[typ]); return d.Status == StatusSucceeded }, "%s retried", typ)
+	}
+	require.Equal(t, 2, seconds.count())
+
+	hosttest.Eventually(t, 20*time.Second, func() bool { return h.statusOf(goneID)["status"] == "disabled" }, "410 disables")
+	require.Equal(t, "gone", h.statusOf(goneID)["disabled_reason"])
+	hosttest.Eventually(t, 20*time.Second, func() bool { return len(h.disabledEvents()) == 1 }, "disabled event")
+	require.Equal(t, ReasonGone, h.disabledEvents()[0].Reason)
+	d, _ := deliveryOf(t, h, ids["policy.gone"])
+	require.Equal(t, StatusPending, d.Status, "its delivery waits")
+	time.Sleep(300 * time.Millisecond)
+	require.Equal(t, 1, gone.count(), "nothing more is sent")
+}
+
+// syncBuffer collects log output from many goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func Test_the_attempt_log_keeps_headers_a_UTF8_safe_excerpt_and_the_replica_logs_failures_and_stats_sum_it_up(t *testing.T) {
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h := newHarness(t, testConfig(), harnessOptions{bus: true, jobs: true, logger: logger})
+	// 4095 ASCII bytes then a two-byte character across the 4 KiB limit, then more.
+	long := strings.Repeat("a", 4095) + "é" + strings.Repeat("b", 100)
+	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n == 1 {
+			w.Header().Set("X-Request-Id", "req-42")
+			w.Header().Set("X-Other", "not kept")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(long))
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	subID, _ := h.subscribe(rc.URL, "*")
+	eventID := h.publish("log.check", map[string]any{})
+	hosttest.Eventually(t, 20*time.Second, func() bool { d, _ := deliveryOf(t, h, eventID); return d.Status == StatusSucceeded }, "delivered")
+	d, attempts := deliveryOf(t, h, eventID)
+	require.Len(t, attempts, 2)
+	first := attempts[0]
+	require.Equal(t, ResultFailed, first.Result)
+	require.Equal(t, "req-42", first.ResponseHeaders["X-Request-Id"])
+	require.NotContains(t, first.ResponseHeaders, "X-Other")
+	require.Equal(t, strings.Repeat("a", 4095), first.ResponseExcerpt, "cut at 4 KiB, the split character dropped")
+	require.True(t, utf8.ValidString(first.ResponseExcerpt))
+	require.Equal(t, h.svc.instance, first.Instance)
+	require.Equal(t, ResultSucceeded, attempts[1].Result)
+	require.Empty(t, d.ClaimedBy, "a finished delivery holds no claim")
+
+	body := h.call(http.MethodGet, "/deliveries/"+d.ID.String(), nil).json(t)
+	got := body["attempts"].([]any)[0].(map[string]any)
+	require.Equal(t, "failed", got["result"])
+	require.Equal(t, h.svc.instance, got["instance"])
+	require.Equal(t, "req-42", got["response_headers"].(map[string]any)["X-Request-Id"])
+
+	out := logs.String()
+	require.Contains(t, out, "webhook attempt failed")
+	require.Contains(t, out, "delivery_id="+d.ID.String())
+	require.Contains(t, out, "subscription_id="+subID)
+	require.Contains(t, out, "attempt=1")
+	require.Contains(t, out, "error_class=http_status")
+
+	stats := h.call(http.MethodGet, "/subscriptions/"+subID+"/stats", nil)
+	require.Equal(t, http.StatusOK, stats.status, string(stats.body))
+	st := stats.json(t)
+	require.Equal(t, 0.0, st["due_backlog"])
+	require.Equal(t, 0.0, st["in_flight"])
+	for _, w := range st["windows"].([]any) {
+		w := w.(map[string]any)
+		require.Equal(t, 2.0, w["attempts"], w["window"])
+		require.Equal(t, 1.0, w["succeeded"])
+		require.Equal(t, 0.5, w["success_rate"])
+		require.NotNil(t, w["p50_duration_ms"])
+		require.NotNil(t, w["p95_duration_ms"])
+	}
+
+	// A paused subscription's delivery shows who claimed it and counts in the due backlog.
+	_, err := h.svc.PauseSubscription(context.Background(), d.SubscriptionID, nil)
+	require.NoError(t, err)
+	waiting := h.publish("log.check", map[string]any{})
+	w, _ := deliveryOf(t, h, waiting)
+	require.Equal(t, h.svc.instance, w.ClaimedBy)
+	require.NoError(t, h.db.Gorm().Exec("UPDATE webhook_deliveries SET next_attempt_at = now() WHERE id = ?", w.ID).Error)
+	st = h.call(http.MethodGet, "/subscriptions/"+subID+"/stats", nil).json(t)
+	require.Equal(t, 1.0, st["due_backlog"])
+	require.Equal(t, "paused", st["status"])
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
@@ -149,7 +150,7 @@ func Test_the_attempt_log_keeps_headers_a_UTF8_safe_excerpt_and_the_replica_logs
 	}
 
 	// A paused subscription's delivery shows who claimed it and counts in the due backlog.
-	_, err := h.svc.PauseSubscription(context.Background(), d.SubscriptionID, nil)
+	_, err := h.svc.PauseSubscription(context.Background(), d.SubscriptionID, concurrency.Precondition{})
 	require.NoError(t, err)
 	waiting := h.publish("log.check", map[string]any{})
 	w, _ := deliveryOf(t, h, waiting)

@@ -28,8 +28,11 @@ func countAttempts(t *testing.T, h *harness) int64 {
 }
 
 func Test_a_pause_racing_sweeps_and_consumers_on_two_replicas_stops_every_send_and_resume_loses_nothing(t *testing.T) {
-	a := newHarness(t, testConfig(), harnessOptions{bus: true, jobs: true})
-	b := newHarness(t, testConfig(), harnessOptions{database: a.database, bus: true, jobs: true})
+	cfg := testConfig()
+	cfg.RetrySchedule = []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond,
+		50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond} // no delivery runs out of attempts
+	a := newHarness(t, cfg, harnessOptions{bus: true, jobs: true})
+	b := newHarness(t, cfg, harnessOptions{database: a.database, bus: true, jobs: true})
 	var failing atomic.Bool
 	failing.Store(true)
 	// A slow receiver keeps sends in flight when the pause lands; failures keep retries due for the sweep.

@@ -132,6 +132,7 @@ func secure(r *http.Request) bool {
 }
 
 func setCookie(g *gin.Context, name, value string, maxAge int) {
+	//nolint:gosec // Secure follows the request: set behind TLS, left off on plain HTTP where the browser would drop it.
 	http.SetCookie(g.Writer, &http.Cookie{
 		Name: name, Value: value, Path: Prefix, MaxAge: maxAge,
 		HttpOnly: true, Secure: secure(g.Request), SameSite: http.SameSiteStrictMode,

@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -145,7 +146,7 @@ func (c *Console) deliveries(g *gin.Context, s session) error {
 		return nil
 	}
 	items, next, err := c.scanDeliveries(g.Request, s.Token, f, g.Query("cursor"), deliveriesPerPage)
-	if ae, ok := err.(*apiError); ok && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusUnprocessableEntity) {
+	if ae := (*apiError)(nil); errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusUnprocessableEntity) {
 		c.render(g, ae.Status, "deliveries", page{Title: "Deliveries", Section: "deliveries", Session: &s,
 			Error: "The filter was refused: " + ae.Error(), Data: data})
 		return nil

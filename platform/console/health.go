@@ -80,10 +80,7 @@ func (c *Console) health(r *http.Request, token string, sub subscription, now ti
 			if h.LastFailure == nil && d.LastError != nil && *d.LastError != "" {
 				h.LastFailure = d
 			}
-			slot := 23 - int(now.Sub(d.UpdatedAt)/time.Hour)
-			if slot < 0 {
-				slot = 0
-			}
+			slot := hourSlot(now, d.UpdatedAt)
 			switch d.Status {
 			case "succeeded":
 				h.Succeeded++
@@ -142,6 +139,12 @@ func (c *Console) health(r *http.Request, token string, sub subscription, now ti
 	}
 	h.Chart = chart(buckets, h)
 	return h, nil
+}
+
+// hourSlot is the bar of the chart (0 = 24 h ago, 23 = the last hour) a time falls in. Clamped both
+// ways: another replica's clock may put an update a moment after now.
+func hourSlot(now, t time.Time) int {
+	return min(max(23-int(now.Sub(t)/time.Hour), 0), 23)
 }
 
 // chart draws 24 hourly bars: the height is the hour's finished deliveries against the busiest

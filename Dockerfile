@@ -1,27 +1,36 @@
-# syntax=docker/dockerfile:1
+# Base images are build arguments so a machine without a registry can build from local stand-ins
+# (docker-compose.yml passes them on); the defaults are the upstream images users pull. No BuildKit-only
+# syntax: the legacy builder and Compose v1 build this file too.
+ARG GO_IMAGE=golang:1.26.8-bookworm
+ARG RUNTIME_IMAGE=gcr.io/distroless/static-debian12:nonroot
 
 # Build stage: static binaries built with the flags of `make build` (tests/dockerfile_test.go checks both agree).
-FROM golang:1.26 AS build
+FROM ${GO_IMAGE} AS build
+# GOFLAGS=-mod=vendor GOPROXY=off build from a vendored context without the network.
+ARG GOFLAGS
+ARG GOPROXY
+ENV GOTOOLCHAIN=local
 WORKDIR /src
 COPY go.mod go.sum ./
-RUN --mount=type=cache,target=/go/pkg/mod go mod download
+RUN if [ "$GOPROXY" != off ]; then go mod download; fi
 COPY . .
-RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/keelson ./app
-RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/receiver ./examples/receiver
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/keelson ./app
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/receiver ./examples/receiver
 
 # Demo webhook receiver for docker compose: logs each delivery and whether its signature verifies.
-FROM gcr.io/distroless/static-debian12:nonroot AS receiver
+FROM ${RUNTIME_IMAGE} AS receiver
 COPY --from=build /out/receiver /usr/local/bin/receiver
-USER nonroot:nonroot
+# distroless's nonroot user, by number: the image needs no passwd entry for it.
+USER 65532:65532
 EXPOSE 9000
 ENTRYPOINT ["/usr/local/bin/receiver"]
 
 # The Keelson image (last stage, so a plain `docker build .` produces it).
-FROM gcr.io/distroless/static-debian12:nonroot AS app
+FROM ${RUNTIME_IMAGE} AS app
 COPY --from=build /out/keelson /usr/local/bin/keelson
-USER nonroot:nonroot
+USER 65532:65532
 EXPOSE 8080
+# No shell or curl in the image: the binary checks its own /readyz.
+HEALTHCHECK --interval=5s --timeout=4s --start-period=30s --retries=6 CMD ["/usr/local/bin/keelson", "healthcheck"]
 ENTRYPOINT ["/usr/local/bin/keelson"]
 CMD ["serve"]

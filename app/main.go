@@ -20,6 +20,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout)
 	stop()
+	if errors.Is(err, errUnhealthy) {
+		os.Exit(1)
+	}
 	if errors.Is(err, errUsage) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -31,7 +34,7 @@ func main() {
 	}
 }
 
-var errUsage = errors.New("usage: keelson migrate | serve | env")
+var errUsage = errors.New("usage: keelson migrate | serve | env | healthcheck")
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) != 1 {
@@ -40,6 +43,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if args[0] == "env" {
 		printVariables(stdout)
 		return nil
+	}
+	if args[0] == "healthcheck" {
+		// Only HTTP_ADDR matters: a probe must not fail on configuration the replica never needed to reload.
+		addr := strings.TrimSpace(os.Getenv("HTTP_ADDR"))
+		if addr == "" {
+			addr = defaultOf("HTTP_ADDR")
+		}
+		return healthcheck(ctx, addr, stdout)
 	}
 	if args[0] != "migrate" && args[0] != "serve" {
 		return errUsage

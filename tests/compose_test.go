@@ -35,11 +35,14 @@ type composeService struct {
 	Volumes     []string                    `yaml:"volumes"`
 	Restart     string                      `yaml:"restart"`
 	StopGrace   string                      `yaml:"stop_grace_period"`
+	Profiles    []string                    `yaml:"profiles"`
+	Hostname    string                      `yaml:"hostname"`
 }
 
 type composeBuild struct {
-	Context string `yaml:"context"`
-	Target  string `yaml:"target"`
+	Context string            `yaml:"context"`
+	Target  string            `yaml:"target"`
+	Args    map[string]string `yaml:"args"`
 }
 
 type composeDependsOn struct {
@@ -47,10 +50,29 @@ type composeDependsOn struct {
 }
 
 type composeHealthcheck struct {
-	Test     []string `yaml:"test"`
-	Interval string   `yaml:"interval"`
-	Timeout  string   `yaml:"timeout"`
-	Retries  int      `yaml:"retries"`
+	Test        []string `yaml:"test"`
+	Interval    string   `yaml:"interval"`
+	Timeout     string   `yaml:"timeout"`
+	StartPeriod string   `yaml:"start_period"`
+	Retries     int      `yaml:"retries"`
+	Disable     bool     `yaml:"disable"`
+}
+
+// composeDefault is the value of "${VAR:-default}" when VAR is unset, or s itself.
+func composeDefault(s string) string {
+	if m := regexp.MustCompile(`^\$\{[A-Z0-9_]+:-(.*)\}$`).FindStringSubmatch(s); m != nil {
+		return m[1]
+	}
+	return s
+}
+
+// publishedPort splits "host-ip:host-port:container-port".
+func publishedPort(p string) (hostIP, hostPort, containerPort string) {
+	parts := strings.Split(p, ":")
+	if len(parts) != 3 {
+		return "", "", ""
+	}
+	return parts[0], parts[1], parts[2]
 }
 
 func loadCompose(t *testing.T) composeFile {
@@ -115,13 +137,36 @@ func TestComposeServicesAndDependencies(t *testing.T) {
 		}
 	}
 
+	// Images are variables (a machine without a registry builds stand-ins) whose defaults are
+	// upstream images pinned to a patch version.
+	pinned := regexp.MustCompile(`:[0-9]+\.[0-9]+\.[0-9]+`)
 	pg := c.Services["postgres"]
-	if pg.Image != "postgres:16" {
-		t.Errorf("postgres image %q, want postgres:16", pg.Image)
+	if img := composeDefault(pg.Image); !strings.HasPrefix(img, "postgres:16.") || !pinned.MatchString(img+".0") || img == pg.Image {
+		t.Errorf("postgres image %q, want ${POSTGRES_IMAGE:-postgres:16.x}", pg.Image)
 	}
 	mq := c.Services["rabbitmq"]
-	if !strings.HasPrefix(mq.Image, "rabbitmq:3") || !strings.Contains(mq.Image, "management") {
-		t.Errorf("rabbitmq image %q, want rabbitmq:3-management", mq.Image)
+	if img := composeDefault(mq.Image); !strings.HasPrefix(img, "rabbitmq:3.") || !pinned.MatchString(img) ||
+		!strings.HasSuffix(img, "-management") || img == mq.Image {
+		t.Errorf("rabbitmq image %q, want ${RABBITMQ_IMAGE:-rabbitmq:3.x.y-management}", mq.Image)
+	}
+	for name, s := range c.Services {
+		if s.Build == nil {
+			continue
+		}
+		if goImage := composeDefault(s.Build.Args["GO_IMAGE"]); !strings.HasPrefix(goImage, "golang:1.26.") || !pinned.MatchString(goImage) {
+			t.Errorf("%s builds on GO_IMAGE %q, want ${GO_IMAGE:-golang:1.26.x…}", name, s.Build.Args["GO_IMAGE"])
+		}
+		if rt := composeDefault(s.Build.Args["RUNTIME_IMAGE"]); !strings.HasPrefix(rt, "gcr.io/distroless/static") {
+			t.Errorf("%s runs on RUNTIME_IMAGE %q, want ${RUNTIME_IMAGE:-gcr.io/distroless/static…}", name, s.Build.Args["RUNTIME_IMAGE"])
+		}
+	}
+	// Published ports answer on loopback only: the demo credentials must not reach the network.
+	for name, s := range c.Services {
+		for _, p := range s.Ports {
+			if ip, _, _ := publishedPort(p); ip != "127.0.0.1" {
+				t.Errorf("%s publishes %q, want 127.0.0.1:host:container", name, p)
+			}
+		}
 	}
 	for _, name := range []string{"postgres", "rabbitmq"} {
 		s := c.Services[name]
@@ -153,8 +198,11 @@ func TestComposeServicesAndDependencies(t *testing.T) {
 		"rabbitmq": "service_healthy",
 	}
 	hostPorts := map[string]string{}
-	for _, name := range []string{"app1", "app2"} {
+	for _, name := range []string{"app1", "app2", "app3"} {
 		s := c.Services[name]
+		if s.Healthcheck == nil || !slices.Equal(s.Healthcheck.Test, []string{"CMD", "/usr/local/bin/keelson", "healthcheck"}) {
+			t.Errorf("%s must be checked by `keelson healthcheck` (no shell in the image), got %+v", name, s.Healthcheck)
+		}
 		for dep, cond := range wantDeps {
 			if got := s.DependsOn[dep].Condition; got != cond {
 				t.Errorf("%s depends on %s with condition %q, want %q", name, dep, got, cond)
@@ -176,14 +224,17 @@ func TestComposeServicesAndDependencies(t *testing.T) {
 		if len(s.Ports) != 1 {
 			t.Fatalf("%s publishes %v, want one port", name, s.Ports)
 		}
-		host, container, _ := strings.Cut(s.Ports[0], ":")
+		_, host, container := publishedPort(s.Ports[0])
 		if container != containerPort {
 			t.Errorf("%s publishes container port %s but listens on %s", name, container, containerPort)
 		}
 		hostPorts[name] = host
 	}
-	if hostPorts["app1"] != "8081" || hostPorts["app2"] != "8082" {
-		t.Errorf("replicas on host ports %v, want app1 8081 and app2 8082", hostPorts)
+	if hostPorts["app1"] != "8081" || hostPorts["app2"] != "8082" || hostPorts["app3"] != "8083" {
+		t.Errorf("replicas on host ports %v, want app1 8081, app2 8082, app3 8083", hostPorts)
+	}
+	if p := c.Services["app3"].Profiles; !slices.Equal(p, []string{"scale"}) || len(c.Services["app1"].Profiles) > 0 {
+		t.Errorf("app3 is the on-demand third replica (profile scale), app1 and app2 always run: %v", p)
 	}
 
 	a1, a2 := c.Services["app1"].Environment, c.Services["app2"].Environment
@@ -191,6 +242,9 @@ func TestComposeServicesAndDependencies(t *testing.T) {
 		if a1[shared] == "" || a1[shared] != a2[shared] {
 			t.Errorf("replicas must share %s: %q vs %q", shared, a1[shared], a2[shared])
 		}
+	}
+	if a3 := c.Services["app3"].Environment; a3["DATABASE_URL"] != a1["DATABASE_URL"] || a3["INSTANCE_ID"] == a1["INSTANCE_ID"] || a3["INSTANCE_ID"] == a2["INSTANCE_ID"] {
+		t.Errorf("app3 must share the database under its own INSTANCE_ID: %v", a3)
 	}
 	if a1["INSTANCE_ID"] == a2["INSTANCE_ID"] {
 		t.Errorf("replicas need distinct INSTANCE_ID, both %q", a1["INSTANCE_ID"])
@@ -226,6 +280,9 @@ func TestComposeServicesAndDependencies(t *testing.T) {
 	rcv := c.Services["receiver"]
 	if rcv.Build == nil || rcv.Build.Target != "receiver" {
 		t.Errorf("receiver must be built from the Dockerfile's receiver target, got %+v", rcv.Build)
+	}
+	if rcv.Healthcheck == nil || !slices.Equal(rcv.Healthcheck.Test, []string{"CMD", "/usr/local/bin/receiver", "healthcheck"}) {
+		t.Errorf("receiver must be checked by `receiver healthcheck`, got %+v", rcv.Healthcheck)
 	}
 	_, rcvPort, _ := net.SplitHostPort(rcv.Environment["RECEIVER_ADDR"])
 	if len(rcv.Ports) != 1 || !strings.HasSuffix(rcv.Ports[0], ":"+rcvPort) {

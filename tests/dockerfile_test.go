@@ -89,12 +89,19 @@ func TestDockerfileFinalImagesRunAsNonRoot(t *testing.T) {
 	stages := map[string]*stage{}
 	var order []string
 	var cur *stage
+	globalArgs := map[string]string{} // ARGs before the first FROM: the base images' defaults
 	for _, in := range instructions {
 		switch in.Keyword {
+		case "ARG":
+			if cur == nil {
+				name, def, _ := strings.Cut(in.Args, "=")
+				globalArgs[name] = def
+			}
 		case "FROM":
 			words := strings.Fields(in.Args)
 			name := words[len(words)-1]
-			cur = &stage{base: words[0]}
+			base := os.Expand(words[0], func(v string) string { return globalArgs[v] })
+			cur = &stage{base: base}
 			stages[name] = cur
 			order = append(order, name)
 		case "USER":
@@ -153,6 +160,33 @@ func TestDockerfileFinalImagesRunAsNonRoot(t *testing.T) {
 	}
 }
 
+// TestDockerfileBuildsWithoutBuildKitOrARegistryOfItsOwn keeps the file buildable by the legacy
+// builder (Compose v1 and machines without buildx): a `# syntax=` line makes BuildKit pull a frontend
+// image, and RUN --mount does not exist without BuildKit. Base images come from build arguments.
+func TestDockerfileBuildsWithoutBuildKitOrARegistryOfItsOwn(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(strings.ReplaceAll(strings.ToLower(line), " ", ""), "#syntax=") {
+			t.Errorf("Dockerfile has a parser directive %q: BuildKit would pull its frontend", line)
+		}
+	}
+	instructions, err := dockerfileInstructions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range instructions {
+		if in.Keyword == "RUN" && strings.HasPrefix(in.Args, "--") {
+			t.Errorf("RUN %s: flags need BuildKit", in.Args)
+		}
+		if in.Keyword == "FROM" && !strings.HasPrefix(in.Args, "${") && !strings.HasPrefix(in.Args, "build ") {
+			t.Errorf("FROM %s: base images must be build arguments (GO_IMAGE, RUNTIME_IMAGE)", in.Args)
+		}
+	}
+}
+
 func TestDockerignoreKeepsSourcesAndDropsTheRest(t *testing.T) {
 	patterns, err := dockerignore()
 	if err != nil {
@@ -168,6 +202,14 @@ func TestDockerignoreKeepsSourcesAndDropsTheRest(t *testing.T) {
 		"docs/architecture.md":                   true,
 		"platform/jobs/runner_test.go":           true,
 		"app/app_test.go":                        true,
+		"bench/jobs/jobs":                        true,
+		"bench/outbox/main.go":                   true,
+		"tests/compose/compose_test.go":          true,
+		"platform/jobs/jobs.test":                true,
+		"keelson.test":                           true,
+		"vendor/modules.txt":                     false,
+		"examples/receiver/main.go":              false,
+		"platform/httpapi/openapi_base.json":     false,
 	} {
 		if got := ignored(path, patterns); got != want {
 			t.Errorf("%s ignored = %v, want %v", path, got, want)

@@ -7,6 +7,9 @@
 //	-secrets    RECEIVER_SECRETS     comma-separated whsec_… secrets; empty = log without checking signatures
 //	-fail-every RECEIVER_FAIL_EVERY  answer 503 to every Nth request, to watch retries [0 = never]
 //
+// `receiver healthcheck` exits 0 when something accepts connections on the listen address: the
+// compose healthcheck of an image without a shell.
+//
 // Locally: go run ./examples/receiver -addr 127.0.0.1:9000 -secrets whsec_…
 package main
 
@@ -16,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -36,6 +40,9 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, logger *slog.Logger) error {
+	if len(args) == 1 && args[0] == "healthcheck" {
+		return healthcheck(ctx, or(getenv("RECEIVER_ADDR"), ":9000"))
+	}
 	flags := flag.NewFlagSet("receiver", flag.ContinueOnError)
 	addr := flags.String("addr", or(getenv("RECEIVER_ADDR"), ":9000"), "listen address (RECEIVER_ADDR)")
 	secrets := flags.String("secrets", getenv("RECEIVER_SECRETS"), "comma-separated whsec_ secrets (RECEIVER_SECRETS)")
@@ -70,6 +77,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, logger 
 		return err
 	}
 	return nil
+}
+
+// healthcheck connects to the listen address on loopback when its host is empty or a wildcard.
+func healthcheck(ctx context.Context, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	d := net.Dialer{Timeout: 3 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	return conn.Close()
 }
 
 func or(v, fallback string) string {

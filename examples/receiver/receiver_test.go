@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -125,5 +126,22 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 				t.Fatalf("run = %v, want an error containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestHealthcheckSucceedsOnlyWhileSomethingListens(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	env := func(k string) string { return map[string]string{"RECEIVER_ADDR": ":" + port}[k] }
+	if err := run(t.Context(), []string{"healthcheck"}, env, logger); err != nil {
+		t.Fatalf("healthcheck while listening: %v", err)
+	}
+	_ = l.Close()
+	if err := run(t.Context(), []string{"healthcheck"}, env, logger); err == nil {
+		t.Fatal("healthcheck with nothing listening succeeded")
 	}
 }

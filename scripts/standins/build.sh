@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Test-only: builds local stand-ins for the images docker-compose.yml pulls (golang, distroless,
+# postgres, rabbitmq) from Debian packages, because CI machines have a Docker Engine but no image
+# registry. Users pull the real images; nothing here ships.
+#
+#   bash scripts/standins/build.sh        # prints the variables that point docker-compose.yml at them
+#
+# A minimal bookworm root (debootstrap, from the Debian mirror apt on this machine uses) is imported
+# as keelson-standin/bookworm; PostgreSQL 15 and RabbitMQ 3.10 are installed into copies of it with
+# apt-get in a chroot; the Go stage gets this machine's GOROOT. Images are tagged with a hash of
+# these scripts and the Go version, so a second run on one machine reuses them; from nothing it
+# takes a few minutes.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+export DEBIAN_FRONTEND=noninteractive LC_ALL=C
+
+need() { command -v "$1" >/dev/null || { echo "standins: $1 is missing (apt-get install $2)" >&2; exit 1; }; }
+need docker docker.io
+need go golang
+if ! command -v debootstrap >/dev/null; then
+	command -v apt-get >/dev/null || { echo "standins: debootstrap is missing" >&2; exit 1; }
+	apt-get install -y -q -o DPkg::Lock::Timeout=600 debootstrap >/dev/null ||
+		{ apt-get update -q -o DPkg::Lock::Timeout=600 >/dev/null && apt-get install -y -q -o DPkg::Lock::Timeout=600 debootstrap >/dev/null; }
+fi
+
+goroot="$(go env GOROOT)"
+goversion="$(go env GOVERSION)"
+key="$( (cat "$here"/build.sh "$here"/*/*; echo "$goversion") | sha256sum | cut -c1-12)"
+
+# The Debian mirror and security mirror apt already uses here (deb822 or one-line sources).
+mirror_of() { # $1: regex the URI must match, $2: regex it must not
+	grep -hsE '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources |
+		grep -oE 'https?://[^ ]+' | grep -E "$1" | grep -vE "$2" | head -n1 || true
+}
+mirror="$(mirror_of '/debian/?$' 'security')"; mirror="${mirror:-http://deb.debian.org/debian}"
+security="$(mirror_of 'debian-security/?$' '^$')"; security="${security:-http://deb.debian.org/debian-security}"
+
+work="$(mktemp -d /var/tmp/keelson-standins.XXXXXX)"
+cleanup() {
+	for m in "$work"/*/proc; do mountpoint -q "$m" 2>/dev/null && umount -l "$m"; done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+have() { docker image inspect "$1" >/dev/null 2>&1; }
+log() { echo "standins: $*" >&2; }
+
+# base_root DIR: the minbase root, from the cached image or from debootstrap.
+base_root() {
+	local dir="$1" img="keelson-standin/bookworm:$key"
+	mkdir -p "$dir"
+	if have "$img"; then
+		local cid; cid="$(docker create "$img" /bin/true)"
+		docker export "$cid" | tar -C "$dir" -x
+		docker rm "$cid" >/dev/null
+		return
+	fi
+	log "debootstrap bookworm from $mirror"
+	debootstrap --variant=minbase bookworm "$dir" "$mirror" >"$work/debootstrap.log" 2>&1 ||
+		{ tail -n 20 "$work/debootstrap.log" >&2; exit 1; }
+	cat >"$dir/etc/apt/sources.list" <<-SOURCES
+		deb $mirror bookworm main
+		deb $mirror bookworm-updates main
+		deb $security bookworm-security main
+	SOURCES
+	# Services installed in the chroot must not start there.
+	printf '#!/bin/sh\nexit 101\n' >"$dir/usr/sbin/policy-rc.d"; chmod 755 "$dir/usr/sbin/policy-rc.d"
+	rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
+	tar -C "$dir" -c . | docker import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' - "$img" >/dev/null
+	docker tag "$img" keelson-standin/bookworm:latest
+}
+
+# install_into DIR PACKAGES...: apt-get install in a chroot, then drop the caches.
+install_into() {
+	local dir="$1"; shift
+	cp /etc/resolv.conf "$dir/etc/resolv.conf"
+	mount -t proc proc "$dir/proc"
+	chroot "$dir" apt-get update -q >/dev/null
+	chroot "$dir" apt-get install -y -q --no-install-recommends "$@" >"$work/apt.log" 2>&1 ||
+		{ tail -n 30 "$work/apt.log" >&2; exit 1; }
+	chroot "$dir" apt-get clean
+	umount -l "$dir/proc"
+	rm -rf "$dir"/var/lib/apt/lists/* "$dir"/usr/share/doc/* "$dir"/usr/share/man/*
+	: >"$dir/etc/resolv.conf"
+}
+
+# image NAME ROOTDIR: import ROOTDIR and build scripts/standins/NAME/Dockerfile on top of it.
+image() {
+	local name="$1" dir="$2" root="keelson-standin/$1-root:$key"
+	tar -C "$dir" -c . | docker import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' - "$root" >/dev/null
+	docker build -q --build-arg ROOT="$root" -t "keelson-standin/$name:$key" "$here/$name" >/dev/null
+	docker rmi "$root" >/dev/null
+	rm -rf "$dir"
+}
+
+start=$SECONDS
+for name in go runtime postgres rabbitmq; do
+	if have "keelson-standin/$name:$key"; then
+		docker tag "keelson-standin/$name:$key" "keelson-standin/$name:latest"
+		continue
+	fi
+	log "building keelson-standin/$name"
+	dir="$work/$name"
+	case "$name" in
+	go)
+		base_root "$dir"
+		cp -a "$goroot" "$dir/usr/local/go"
+		;;
+	runtime) # like distroless static: no shell, no package manager, a nonroot user 65532
+		mkdir -p "$dir/etc/ssl/certs" "$dir/tmp" "$dir/home/nonroot"
+		chmod 1777 "$dir/tmp"; chown 65532:65532 "$dir/home/nonroot"
+		printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$dir/etc/passwd"
+		printf 'root:x:0:\nnonroot:x:65532:\n' >"$dir/etc/group"
+		[ -f /etc/ssl/certs/ca-certificates.crt ] && cp /etc/ssl/certs/ca-certificates.crt "$dir/etc/ssl/certs/"
+		;;
+	postgres)
+		base_root "$dir"
+		install_into "$dir" postgresql-15
+		# The package's own cluster is not the one the entrypoint creates in PGDATA.
+		rm -rf "$dir/var/lib/postgresql/15" "$dir/etc/postgresql/15"
+		;;
+	rabbitmq)
+		base_root "$dir"
+		install_into "$dir" rabbitmq-server
+		echo '[rabbitmq_management].' >"$dir/etc/rabbitmq/enabled_plugins"
+		mkdir -p "$dir/etc/rabbitmq/conf.d"
+		;;
+	esac
+	image "$name" "$dir"
+	docker tag "keelson-standin/$name:$key" "keelson-standin/$name:latest"
+done
+log "stand-ins ready in $((SECONDS - start)) s"
+
+# What docker-compose.yml needs to build and run on them, offline.
+cat <<VARS
+GO_IMAGE=keelson-standin/go:$key
+RUNTIME_IMAGE=keelson-standin/runtime:$key
+POSTGRES_IMAGE=keelson-standin/postgres:$key
+RABBITMQ_IMAGE=keelson-standin/rabbitmq:$key
+VARS

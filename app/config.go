@@ -21,6 +21,7 @@ type Config struct {
 	AMQPURL            string
 	AMQPExchange       string
 	AMQPQueuePrefix    string
+	AMQPQueueType      string
 	HTTPAddr           string
 	APITokens          []string
 	CORSAllowedOrigins []string
@@ -72,12 +73,14 @@ var Variables = []Variable{
 	{Name: "DB_MAX_OPEN_CONNS", Default: "20", Usage: "PostgreSQL connections per replica, all of them: one pool shared by HTTP, consumers, outbox forwarders and jobs (no other connections); keep replicas × this + 2 (migrate) below max_connections",
 		set: func(c *Config, v string) error { return parseInt(v, 1, 1000, &c.DBMaxOpenConns) }},
 	{Name: "AMQP_URL", Default: "amqp://guest:guest@127.0.0.1:5672/", Secret: true, //nolint:gosec // RabbitMQ's well-known local default
-		Usage: "RabbitMQ connection URL",
-		set:   func(c *Config, v string) error { return parseURL(v, &c.AMQPURL, "amqp", "amqps") }},
+		Usage: "RabbitMQ connection URL; comma-separated URLs of a cluster's nodes fail over in turn",
+		set:   func(c *Config, v string) error { return parseURLs(v, &c.AMQPURL, "amqp", "amqps") }},
 	{Name: "AMQP_EXCHANGE", Default: "keelson.events", Usage: "topic exchange integration events are published to",
 		set: func(c *Config, v string) error { return parseName(v, &c.AMQPExchange) }},
 	{Name: "AMQP_QUEUE_PREFIX", Default: "keelson", Usage: "prefix of every consumer queue",
 		set: func(c *Config, v string) error { return parseName(v, &c.AMQPQueuePrefix) }},
+	{Name: "AMQP_QUEUE_TYPE", Default: "classic", Usage: "classic or quorum: the type consumer queues are declared with (fixed once declared)",
+		set: func(c *Config, v string) error { return parseEnum(v, &c.AMQPQueueType, "classic", "quorum") }},
 	{Name: "HTTP_ADDR", Default: ":8080", Usage: "HTTP listen address",
 		set: func(c *Config, v string) error { c.HTTPAddr = v; return nil }},
 	{Name: "API_TOKENS", Default: "", Secret: true, Usage: "comma-separated bearer tokens accepted on /api/v1",
@@ -194,7 +197,8 @@ func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("database_url", maskURL(c.DatabaseURL)),
 		slog.Int("db_max_open_conns", c.DBMaxOpenConns),
-		slog.String("amqp_url", maskURL(c.AMQPURL)),
+		slog.String("amqp_url", maskURLs(c.AMQPURL)),
+		slog.String("amqp_queue_type", c.AMQPQueueType),
 		slog.String("amqp_exchange", c.AMQPExchange),
 		slog.String("amqp_queue_prefix", c.AMQPQueuePrefix),
 		slog.String("http_addr", c.HTTPAddr),
@@ -249,6 +253,31 @@ func maskURL(raw string) string {
 		return "****"
 	}
 	return u.Redacted()
+}
+
+// maskURLs redacts the passwords of a comma-separated URL list.
+func maskURLs(raw string) string {
+	parts := strings.Split(raw, ",")
+	for i, p := range parts {
+		parts[i] = maskURL(strings.TrimSpace(p))
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseURLs accepts one URL or several, comma-separated, each with a host and one of the schemes.
+func parseURLs(v string, dst *string, schemes ...string) error {
+	parts := splitList(v)
+	if len(parts) == 0 {
+		return errors.New("not a URL with a host")
+	}
+	for _, p := range parts {
+		var ignored string
+		if err := parseURL(p, &ignored, schemes...); err != nil {
+			return err
+		}
+	}
+	*dst = strings.Join(parts, ",")
+	return nil
 }
 
 func parseURL(v string, dst *string, schemes ...string) error {

@@ -83,6 +83,7 @@ func newReplica(cfg Config, logger *slog.Logger, db *database.DB, mods []module.
 			AMQPURL:         cfg.AMQPURL,
 			Exchange:        cfg.AMQPExchange,
 			QueuePrefix:     cfg.AMQPQueuePrefix,
+			QueueType:       cfg.AMQPQueueType,
 			PollInterval:    cfg.OutboxPollInterval,
 			ShutdownTimeout: workBound,
 		},

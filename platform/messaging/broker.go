@@ -15,17 +15,20 @@ var errBrokerClosed = errors.New("broker connection closed")
 
 // broker is one AMQP connection, redialled on demand after it drops. watermill-amqp's own connection
 // wrapper is not used: it reassigns its state without a lock on reconnect (watermill#693), a data
-// race that fires under -race at every broker blip.
+// race that fires under -race at every broker blip. With several URLs (the nodes of a cluster) a
+// dial starts at the node that answered last and tries each in turn, so a replica fails over when
+// its node goes away.
 type broker struct {
-	url  string
+	urls []string
 	name string
+	next int // index of the URL the next dial tries first
 
 	mu     sync.Mutex
 	conn   *amqp.Connection
 	closed bool
 }
 
-func newBroker(url, name string) *broker { return &broker{url: url, name: name} }
+func newBroker(url, name string) *broker { return &broker{urls: brokerURLs(url), name: name} }
 
 // connection returns the open connection, dialling one when there is none.
 func (b *broker) connection(ctx context.Context) (*amqp.Connection, error) {
@@ -42,17 +45,27 @@ func (b *broker) connection(ctx context.Context) (*amqp.Connection, error) {
 	}
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(b.name)
-	conn, err := amqp.DialConfig(b.url, amqp.Config{
-		Heartbeat:  10 * time.Second,
-		Locale:     "en_US",
-		Properties: props,
-		Dial:       dialer(ctx),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("dial RabbitMQ: %w", err)
+	var errs []error
+	for i := range b.urls {
+		n := (b.next + i) % len(b.urls)
+		conn, err := amqp.DialConfig(b.urls[n], amqp.Config{
+			Heartbeat:  10 * time.Second,
+			Locale:     "en_US",
+			Properties: props,
+			Dial:       dialer(ctx),
+		})
+		if err == nil {
+			b.conn, b.next = conn, n
+			return conn, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	b.conn = conn
-	return conn, nil
+	// The node that failed last is not the first one tried next time.
+	b.next = (b.next + 1) % len(b.urls)
+	return nil, fmt.Errorf("dial RabbitMQ: %w", errors.Join(errs...))
 }
 
 // dialer bounds the TCP dial and the AMQP handshake by 5 s and by ctx.

@@ -4,16 +4,22 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
 	"go.opentelemetry.io/otel/trace"
 )
 
 // Config tunes the bus. Zero values take the defaults below; app uses the defaults and sets only
 // AMQPURL. Tests set a unique Exchange and QueuePrefix so runs do not see each other's messages.
 type Config struct {
-	// AMQPURL is the RabbitMQ URL (required).
+	// AMQPURL is the RabbitMQ URL (required); several comma-separated URLs name the nodes of one
+	// cluster, tried in turn when a connection drops or cannot be made.
 	AMQPURL string
+	// QueueType is "classic" (default) or "quorum": the type consumer and dead-letter queues are
+	// declared with. A queue keeps the type it was first declared with; see docs/operations.md.
+	QueueType string
 	// Exchange is the durable topic exchange every event is published to. Default "keelson.events".
 	Exchange string
 	// QueuePrefix names consumer queues "<prefix>.<consumer>" and their dead-letter queues
@@ -51,6 +57,8 @@ type Config struct {
 const (
 	DefaultExchange    = "keelson.events"
 	DefaultQueuePrefix = "keelson"
+	QueueTypeClassic   = "classic"
+	QueueTypeQuorum    = "quorum"
 )
 
 var (
@@ -65,6 +73,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.QueuePrefix == "" {
 		c.QueuePrefix = DefaultQueuePrefix
+	}
+	if c.QueueType == "" {
+		c.QueueType = QueueTypeClassic
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = 20 * time.Millisecond
@@ -100,8 +111,11 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	var errs []error
-	if c.AMQPURL == "" {
+	if len(brokerURLs(c.AMQPURL)) == 0 {
 		errs = append(errs, errors.New("empty AMQPURL"))
+	}
+	if c.QueueType != QueueTypeClassic && c.QueueType != QueueTypeQuorum {
+		errs = append(errs, fmt.Errorf("queue type %q is neither classic nor quorum", c.QueueType))
 	}
 	if !namePattern.MatchString(c.Exchange) {
 		errs = append(errs, fmt.Errorf("invalid exchange name %q", c.Exchange))
@@ -147,6 +161,26 @@ const MaxConcurrency = 256
 
 // concurrency is the number of messages of s one replica handles at once.
 func (s Subscription) concurrency() int { return max(s.Concurrency, 1) }
+
+// queueArgs are the arguments every queue is declared with. A quorum queue's members are the cluster's
+// nodes at declaration time; its confirms wait for a majority of them.
+func (c Config) queueArgs() amqp.Table {
+	if c.QueueType == QueueTypeQuorum {
+		return amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum}
+	}
+	return nil
+}
+
+// brokerURLs splits a comma-separated AMQPURL into the URLs of a cluster's nodes.
+func brokerURLs(s string) []string {
+	var out []string
+	for _, u := range strings.Split(s, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
 
 // queueName is the durable queue all replicas of one consumer compete on.
 func (c Config) queueName(consumer string) string { return c.QueuePrefix + "." + consumer }

@@ -24,7 +24,7 @@ func declareTopology(ctx context.Context, b *broker, cfg Config, subs []Subscrip
 	}
 	for _, s := range subs {
 		queue := cfg.queueName(s.Consumer)
-		if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
+		if _, err := ch.QueueDeclare(queue, true, false, false, false, cfg.queueArgs()); err != nil {
 			return fmt.Errorf("declare queue %s: %w", queue, err)
 		}
 		for _, eventType := range s.EventTypes {
@@ -33,7 +33,7 @@ func declareTopology(ctx context.Context, b *broker, cfg Config, subs []Subscrip
 			}
 		}
 		dead := cfg.deadQueueName(s.Consumer)
-		if _, err := ch.QueueDeclare(dead, true, false, false, false, nil); err != nil {
+		if _, err := ch.QueueDeclare(dead, true, false, false, false, cfg.queueArgs()); err != nil {
 			return fmt.Errorf("declare queue %s: %w", dead, err)
 		}
 	}

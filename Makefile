@@ -42,6 +42,11 @@ tidy-check:
 vuln:
 	go run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) ./...
 
+## test-compose: docker-compose.yml built, walked through and faulted in containers (needs Docker and
+## Compose; builds test-only stand-in images from Debian packages, as CI has no image registry)
+test-compose:
+	go test -tags compose -count=1 -timeout 30m -v ./tests/compose/
+
 lint:
 	@command -v golangci-lint >/dev/null || go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	golangci-lint run ./...

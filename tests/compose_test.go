@@ -168,7 +168,7 @@ func TestComposeServicesAndDependencies(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"postgres", "rabbitmq"} {
+	for _, name := range []string{"postgres", "rabbitmq", "rabbitmq2", "rabbitmq3"} {
 		s := c.Services[name]
 		if s.Healthcheck == nil || len(s.Healthcheck.Test) < 2 || s.Healthcheck.Retries == 0 {
 			t.Errorf("%s needs a health check with a test command and retries", name)
@@ -178,6 +178,12 @@ func TestComposeServicesAndDependencies(t *testing.T) {
 		}
 		for _, v := range s.Volumes {
 			volume, _, _ := strings.Cut(v, ":")
+			if strings.HasPrefix(volume, "./") { // a file of the repository, bind-mounted
+				if _, err := os.Stat(filepath.Join(repoRoot, volume)); err != nil {
+					t.Errorf("%s mounts %s: %v", name, volume, err)
+				}
+				continue
+			}
 			if _, declared := c.Volumes[volume]; !declared {
 				t.Errorf("%s mounts volume %q, not declared under volumes:", name, volume)
 			}
@@ -233,6 +239,13 @@ func TestComposeServicesAndDependencies(t *testing.T) {
 	if hostPorts["app1"] != "8081" || hostPorts["app2"] != "8082" || hostPorts["app3"] != "8083" {
 		t.Errorf("replicas on host ports %v, want app1 8081, app2 8082, app3 8083", hostPorts)
 	}
+	for _, node := range []string{"rabbitmq2", "rabbitmq3"} {
+		n := c.Services[node]
+		if !slices.Equal(n.Profiles, []string{"cluster"}) || n.Hostname != node || n.Image != mq.Image ||
+			n.Environment["RABBITMQ_ERLANG_COOKIE"] == "" || n.Environment["RABBITMQ_ERLANG_COOKIE"] != mq.Environment["RABBITMQ_ERLANG_COOKIE"] {
+			t.Errorf("%s must be a node of the cluster profile sharing rabbitmq's image and Erlang cookie: %+v", node, n)
+		}
+	}
 	if p := c.Services["app3"].Profiles; !slices.Equal(p, []string{"scale"}) || len(c.Services["app1"].Profiles) > 0 {
 		t.Errorf("app3 is the on-demand third replica (profile scale), app1 and app2 always run: %v", p)
 	}
@@ -267,7 +280,7 @@ func TestComposeServicesAndDependencies(t *testing.T) {
 		pass != pg.Environment["POSTGRES_PASSWORD"] || strings.TrimPrefix(db.Path, "/") != pg.Environment["POSTGRES_DB"] {
 		t.Errorf("DATABASE_URL %s does not match the postgres service %v", db.Redacted(), pg.Environment)
 	}
-	mqURL, err := url.Parse(a1["AMQP_URL"])
+	mqURL, err := url.Parse(composeDefault(a1["AMQP_URL"]))
 	if err != nil {
 		t.Fatal(err)
 	}

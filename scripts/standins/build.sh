@@ -25,7 +25,11 @@ fi
 
 goroot="$(go env GOROOT)"
 goversion="$(go env GOVERSION)"
-key="$( (cat "$here"/build.sh "$here"/*/*; echo "$goversion") | sha256sum | cut -c1-12)"
+# Bump when a change here alters what an image contains; an image's own folder is hashed anyway.
+recipe=1
+key_of() { # $1: image name; the tag a build with today's recipe gets
+	(echo "$recipe"; cat "$here/$1"/*; [ "$1" = go ] && echo "$goversion") | sha256sum | cut -c1-12
+}
 
 # The Debian mirror and security mirror apt already uses here (deb822 or one-line sources).
 mirror_of() { # $1: regex the URI must match, $2: regex it must not
@@ -47,7 +51,7 @@ log() { echo "standins: $*" >&2; }
 
 # base_root DIR: the minbase root, from the cached image or from debootstrap.
 base_root() {
-	local dir="$1" img="keelson-standin/bookworm:$key"
+	local dir="$1" img="keelson-standin/bookworm:recipe$recipe"
 	mkdir -p "$dir"
 	if have "$img"; then
 		local cid; cid="$(docker create "$img" /bin/true)"
@@ -76,8 +80,10 @@ install_into() {
 	cp /etc/resolv.conf "$dir/etc/resolv.conf"
 	mount -t proc proc "$dir/proc"
 	chroot "$dir" apt-get update -q >/dev/null
-	chroot "$dir" apt-get install -y -q --no-install-recommends "$@" >"$work/apt.log" 2>&1 ||
-		{ tail -n 30 "$work/apt.log" >&2; exit 1; }
+	# No fsync per unpacked file: the root is thrown away if anything fails.
+	echo force-unsafe-io >"$dir/etc/dpkg/dpkg.cfg.d/unsafe-io"
+	chroot "$dir" apt-get install -y -q --no-install-recommends "$@"
+	rm "$dir/etc/dpkg/dpkg.cfg.d/unsafe-io"
 	chroot "$dir" apt-get clean
 	umount -l "$dir/proc"
 	rm -rf "$dir"/var/lib/apt/lists/* "$dir"/usr/share/doc/* "$dir"/usr/share/man/*
@@ -86,24 +92,20 @@ install_into() {
 
 # image NAME ROOTDIR: import ROOTDIR and build scripts/standins/NAME/Dockerfile on top of it.
 image() {
-	local name="$1" dir="$2" root="keelson-standin/$1-root:$key"
+	local name="$1" dir="$2" key; key="$(key_of "$1")"; local root="keelson-standin/$1-root:$key"
 	tar -C "$dir" -c . | docker import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' - "$root" >/dev/null
-	docker build -q --build-arg ROOT="$root" -t "keelson-standin/$name:$key" "$here/$name" >/dev/null
+	docker build -q --build-arg ROOT="$root" -t "keelson-standin/$name:$key" "$here/$name"
 	docker rmi "$root" >/dev/null
 	rm -rf "$dir"
 }
 
-start=$SECONDS
-for name in go runtime postgres rabbitmq; do
-	if have "keelson-standin/$name:$key"; then
-		docker tag "keelson-standin/$name:$key" "keelson-standin/$name:latest"
-		continue
-	fi
-	log "building keelson-standin/$name"
-	dir="$work/$name"
+# build NAME: one stand-in image, from a copy of the base root where it needs one.
+build() {
+	set -euo pipefail # runs in a background subshell: stop it at the first error
+	local name="$1" dir="$work/$1"
 	case "$name" in
 	go)
-		base_root "$dir"
+		cp -a "$work/base" "$dir"
 		cp -a "$goroot" "$dir/usr/local/go"
 		;;
 	runtime) # like distroless static: no shell, no package manager, a nonroot user 65532
@@ -111,30 +113,60 @@ for name in go runtime postgres rabbitmq; do
 		chmod 1777 "$dir/tmp"; chown 65532:65532 "$dir/home/nonroot"
 		printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$dir/etc/passwd"
 		printf 'root:x:0:\nnonroot:x:65532:\n' >"$dir/etc/group"
-		[ -f /etc/ssl/certs/ca-certificates.crt ] && cp /etc/ssl/certs/ca-certificates.crt "$dir/etc/ssl/certs/"
+		if [ -f /etc/ssl/certs/ca-certificates.crt ]; then cp /etc/ssl/certs/ca-certificates.crt "$dir/etc/ssl/certs/"; fi
 		;;
 	postgres)
-		base_root "$dir"
+		cp -a "$work/base" "$dir"
+		# The entrypoint creates the cluster in PGDATA; the package's own would only cost an initdb.
+		mkdir -p "$dir/etc/postgresql-common/createcluster.d"
+		echo "create_main_cluster = false" >"$dir/etc/postgresql-common/createcluster.d/no-main.conf"
 		install_into "$dir" postgresql-15
-		# The package's own cluster is not the one the entrypoint creates in PGDATA.
-		rm -rf "$dir/var/lib/postgresql/15" "$dir/etc/postgresql/15"
 		;;
 	rabbitmq)
-		base_root "$dir"
+		cp -a "$work/base" "$dir"
 		install_into "$dir" rabbitmq-server
 		echo '[rabbitmq_management].' >"$dir/etc/rabbitmq/enabled_plugins"
 		mkdir -p "$dir/etc/rabbitmq/conf.d"
 		;;
 	esac
 	image "$name" "$dir"
-	docker tag "keelson-standin/$name:$key" "keelson-standin/$name:latest"
+	docker tag "keelson-standin/$name:$(key_of "$name")" "keelson-standin/$name:latest"
+}
+
+start=$SECONDS
+missing=()
+for name in go runtime postgres rabbitmq; do
+	if have "keelson-standin/$name:$(key_of "$name")"; then
+		docker tag "keelson-standin/$name:$(key_of "$name")" "keelson-standin/$name:latest"
+	else
+		missing+=("$name")
+	fi
 done
+if [ "${#missing[@]}" -gt 0 ]; then
+	log "building ${missing[*]}"
+	base_root "$work/base"
+	# The images are independent: build them side by side (downloads and unpacking overlap).
+	pids=()
+	for name in "${missing[@]}"; do
+		build "$name" >"$work/$name.log" 2>&1 &
+		pids+=("$!")
+	done
+	failed=0
+	for i in "${!pids[@]}"; do
+		if ! wait "${pids[$i]}"; then
+			echo "standins: ${missing[$i]} failed:" >&2
+			tail -n 30 "$work/${missing[$i]}.log" >&2
+			failed=1
+		fi
+	done
+	[ "$failed" = 0 ] || exit 1
+fi
 log "stand-ins ready in $((SECONDS - start)) s"
 
 # What docker-compose.yml needs to build and run on them, offline.
 cat <<VARS
-GO_IMAGE=keelson-standin/go:$key
-RUNTIME_IMAGE=keelson-standin/runtime:$key
-POSTGRES_IMAGE=keelson-standin/postgres:$key
-RABBITMQ_IMAGE=keelson-standin/rabbitmq:$key
+GO_IMAGE=keelson-standin/go:$(key_of go)
+RUNTIME_IMAGE=keelson-standin/runtime:$(key_of runtime)
+POSTGRES_IMAGE=keelson-standin/postgres:$(key_of postgres)
+RABBITMQ_IMAGE=keelson-standin/rabbitmq:$(key_of rabbitmq)
 VARS

@@ -14,7 +14,9 @@ if [ -n "${RABBITMQ_ERLANG_COOKIE:-}" ]; then
 	printf '%s' "$RABBITMQ_ERLANG_COOKIE" >"$cookie"
 	chmod 400 "$cookie"
 fi
-chown -R rabbitmq:rabbitmq /var/lib/rabbitmq /etc/rabbitmq
+# Mounted configuration may be read-only: only what this script wrote changes owner.
+chown -R rabbitmq:rabbitmq /var/lib/rabbitmq
+chown rabbitmq:rabbitmq /etc/rabbitmq/conf.d/10-defaults.conf
 if [ "${1:-rabbitmq-server}" = rabbitmq-server ]; then
 	exec setpriv --reuid=rabbitmq --regid=rabbitmq --init-groups /usr/lib/rabbitmq/bin/rabbitmq-server
 fi

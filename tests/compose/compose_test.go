@@ -1,0 +1,161 @@
+//go:build compose
+
+package compose
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTheComposeFileRunsTheAppAndLosesNoEventUnderFaults brings docker-compose.yml up through the
+// README's walkthrough, then injects one fault per phase while 1,000 events flow and counts what
+// reached the receiver: nothing may be lost, duplicates are reported.
+func TestTheComposeFileRunsTheAppAndLosesNoEventUnderFaults(t *testing.T) {
+	s := newStack(t)
+
+	began := time.Now()
+	out := s.walkthrough()
+	t.Logf("README walkthrough (build + up + first webhook + rename) in %s", time.Since(began).Round(time.Second))
+	s.waitHealthy(3*time.Minute, "postgres", "rabbitmq", "receiver", "app1", "app2")
+
+	migrate := s.containers("migrate")
+	if len(migrate) != 1 {
+		t.Fatalf("%d migrate containers, want 1", len(migrate))
+	}
+	if state := s.inspect(migrate[0], "{{.State.Status}} {{.State.ExitCode}} {{.RestartCount}}"); state != "exited 0 0" {
+		t.Fatalf("migrate: %s, want exited 0 0", state)
+	}
+	s.awaitTypes(out, "order.created", "conversation.renamed")
+
+	if status, body, err := post(replicaURLs["app1"], "/webhooks/subscriptions", map[string]any{
+		"url": "http://receiver:9000/hooks", "event_types": []string{"load.*"}, "secret": secret}); err != nil || status != http.StatusCreated {
+		t.Fatalf("subscribe the load: %d %v %s", status, err, body)
+	}
+	app2Started := s.inspect(s.container("app2"), "{{.State.StartedAt}}")
+	var results []outcome
+
+	// A replica dies mid-flow: the other one takes its unacknowledged messages at once and its
+	// claimed deliveries once their lease expired.
+	app1 := s.container("app1")
+	phase := time.Now()
+	ids := load(t, "kill", 1000, []string{"app1", "app2"}, 300, func() { s.must(time.Minute, "docker", "kill", app1) })
+	o := s.awaitDelivered("kill", ids, phase, 4*time.Minute)
+	s.must(time.Minute, "docker", "start", app1) // an operator (or an orchestrator) brings it back
+	o.replicasRestored = s.waitHealthy(3*time.Minute, "app1", "app2")
+	results = append(results, o)
+
+	// The broker leaves the network for 10 s: publishes wait in the outbox, consumers reconnect.
+	network, rabbit := s.network(), s.container("rabbitmq")
+	reconnected := make(chan time.Time, 1)
+	phase = time.Now()
+	ids = load(t, "broker-cut", 1000, []string{"app1", "app2"}, 200, func() {
+		s.must(time.Minute, "docker", "network", "disconnect", network, rabbit)
+		time.AfterFunc(10*time.Second, func() {
+			out, err := s.run(time.Minute, "docker", "network", "connect", "--alias", "rabbitmq", network, rabbit)
+			if err != nil {
+				t.Errorf("reconnect rabbitmq: %v %s", err, out)
+			}
+			reconnected <- time.Now()
+		})
+	})
+	back := <-reconnected
+	o = s.awaitDelivered("broker-cut", ids, phase, 4*time.Minute)
+	s.waitHealthy(3*time.Minute, "rabbitmq", "app1", "app2")
+	o.replicasRestored = time.Since(back)
+	results = append(results, o)
+
+	// PostgreSQL restarts: requests fail meanwhile and are sent again; pools reconnect.
+	postgres := s.container("postgres")
+	var restarted time.Time
+	phase = time.Now()
+	ids = load(t, "db-restart", 1000, []string{"app1", "app2"}, 300, func() {
+		s.must(2*time.Minute, "docker", "restart", postgres)
+		restarted = time.Now()
+	})
+	o = s.awaitDelivered("db-restart", ids, phase, 4*time.Minute)
+	s.waitHealthy(3*time.Minute, "postgres", "app1", "app2")
+	o.replicasRestored = time.Since(restarted)
+	results = append(results, o)
+
+	// A third replica joins and shares the flow.
+	s.must(5*time.Minute, s.cmd("--profile", "scale", "up", "-d", "--no-deps", "app3")...)
+	s.waitHealthy(3*time.Minute, "app3")
+	phase = time.Now()
+	ids = load(t, "three-replicas", 1000, []string{"app1", "app2", "app3"}, 0, nil)
+	results = append(results, s.awaitDelivered("three-replicas", ids, phase, 4*time.Minute))
+
+	// Nothing restarted a replica behind our back (the kill's restart was ours, by docker start).
+	for _, svc := range []string{"app1", "app2", "app3"} {
+		if n := s.inspect(s.container(svc), "{{.RestartCount}}"); n != "0" {
+			t.Errorf("%s restarted %s times", svc, n)
+		}
+	}
+	if got := s.inspect(s.container("app2"), "{{.State.StartedAt}}"); got != app2Started {
+		t.Errorf("app2 was restarted (started %s, then %s)", app2Started, got)
+	}
+
+	t.Logf("%-15s %6s %5s %10s %16s %18s", "phase", "events", "lost", "duplicates", "all delivered in", "replicas healthy in")
+	for _, r := range results {
+		t.Logf("%-15s %6d %5d %10d %16s %18s", r.phase, r.events, r.lost, r.duplicates,
+			r.allDeliveredIn.Round(100*time.Millisecond), r.replicasRestored.Round(100*time.Millisecond))
+		if r.lost != 0 {
+			t.Errorf("%s: %d of %d events never reached the receiver", r.phase, r.lost, r.events)
+		}
+	}
+
+	s.must(5*time.Minute, s.cmd("--profile", "scale", "down", "-v", "--remove-orphans", "-t", "10")...)
+	if left := s.leftovers(); len(left) > 0 {
+		t.Fatalf("down -v left %v", left)
+	}
+}
+
+// walkthrough runs the README's compose block as written; `docker compose` falls back to Compose v1.
+func (s *stack) walkthrough() string {
+	s.t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	_, after, found := strings.Cut(string(raw), "<!-- compose walkthrough")
+	_, block, _ := strings.Cut(after, "```sh\n")
+	block, _, closed := strings.Cut(block, "```")
+	if !found || !closed || !strings.Contains(block, "docker compose up") {
+		s.t.Fatal("README.md has no compose walkthrough block after <!-- compose walkthrough -->")
+	}
+	script := "set -euo pipefail\n" +
+		`if ! docker compose version >/dev/null 2>&1; then docker() { if [ "$1" = compose ]; then shift; command docker-compose "$@"; else command docker "$@"; fi; }; fi` +
+		"\n" + block
+	return s.must(20*time.Minute, "bash", "-c", script)
+}
+
+// awaitTypes waits until the receiver logged a verified delivery of each event type.
+func (s *stack) awaitTypes(walkthroughOutput string, types ...string) {
+	s.t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		logs := s.must(time.Minute, "docker", "logs", s.container("receiver"))
+		missing := []string{}
+		for _, typ := range types {
+			found := false
+			for _, line := range strings.Split(logs, "\n") {
+				if strings.Contains(line, `msg="webhook received"`) && strings.Contains(line, "type="+typ) && strings.Contains(line, "verified=true") {
+					found = true
+				}
+			}
+			if !found {
+				missing = append(missing, typ)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the receiver logged no verified %v\nwalkthrough:\n%s\nreceiver:\n%s", missing, walkthroughOutput, logs)
+		}
+		time.Sleep(time.Second)
+	}
+}

@@ -1,0 +1,150 @@
+//go:build compose
+
+package compose
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+const (
+	token  = "dev-token"
+	secret = "whsec_a2VlbHNvbi1kZW1vLXNlY3JldC1kby1ub3QtcmV1c2U="
+)
+
+var replicaURLs = map[string]string{
+	"app1": "http://127.0.0.1:8081",
+	"app2": "http://127.0.0.1:8082",
+	"app3": "http://127.0.0.1:8083",
+}
+
+var client = &http.Client{Timeout: 5 * time.Second}
+
+// post sends a JSON request to the API of a replica and returns the status.
+func post(base, path string, body any) (int, []byte, error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return 0, nil, err
+	}
+	req, err := http.NewRequest(http.MethodPost, base+"/api/v1"+path, bytes.NewReader(raw))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	return resp.StatusCode, buf.Bytes(), nil
+}
+
+// load publishes n events of one phase through the given replicas, 8 at a time. An event whose
+// request fails is sent again, with the same id, to the next replica until one accepts it (202, or
+// 409 when an earlier attempt was stored after all). onPublished runs once after the given count.
+func load(t *testing.T, phase string, n int, replicas []string, at int, onPublished func()) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%04d", phase, i)
+	}
+	var published atomic.Int64
+	var once sync.Once
+	var wg sync.WaitGroup
+	next := make(chan int)
+	errs := make(chan error, n)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := range next {
+				deadline := time.Now().Add(3 * time.Minute)
+				for attempt := 0; ; attempt++ {
+					base := replicaURLs[replicas[(i+attempt)%len(replicas)]]
+					status, body, err := post(base, "/webhooks/events", map[string]any{
+						"id": ids[i], "type": "load." + phase, "data": map[string]int{"n": i}})
+					if err == nil && (status == http.StatusAccepted || status == http.StatusConflict) {
+						break
+					}
+					if time.Now().After(deadline) {
+						errs <- fmt.Errorf("event %s never accepted: %d %v %s", ids[i], status, err, body)
+						break
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+				if published.Add(1) == int64(at) && onPublished != nil {
+					once.Do(onPublished)
+				}
+			}
+		}(w)
+	}
+	for i := range ids {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	return ids
+}
+
+var receivedLine = regexp.MustCompile(`msg="webhook received".*webhook_id=(\S+).*verified=true`)
+
+// received counts the verified deliveries per webhook id in the receiver's log.
+func (s *stack) received() map[string]int {
+	s.t.Helper()
+	out := s.must(2*time.Minute, "docker", "logs", s.container("receiver"))
+	counts := map[string]int{}
+	for _, line := range strings.Split(out, "\n") {
+		if m := receivedLine.FindStringSubmatch(line); m != nil {
+			counts[m[1]]++
+		}
+	}
+	return counts
+}
+
+// outcome of one phase, as docs/operations.md reports it.
+type outcome struct {
+	phase            string
+	events, lost     int
+	duplicates       int
+	allDeliveredIn   time.Duration // from the start of the phase until the last event arrived
+	replicasRestored time.Duration // from the end of the fault until every replica was healthy again
+}
+
+// awaitDelivered waits until every id reached the receiver or the deadline passed.
+func (s *stack) awaitDelivered(phase string, ids []string, start time.Time, timeout time.Duration) outcome {
+	s.t.Helper()
+	o := outcome{phase: phase, events: len(ids)}
+	deadline := time.Now().Add(timeout)
+	for {
+		counts := s.received()
+		o.lost, o.duplicates = 0, 0
+		for _, id := range ids {
+			switch c := counts[id]; {
+			case c == 0:
+				o.lost++
+			case c > 1:
+				o.duplicates += c - 1
+			}
+		}
+		if o.lost == 0 || time.Now().After(deadline) {
+			o.allDeliveredIn = time.Since(start)
+			return o
+		}
+		time.Sleep(2 * time.Second)
+	}
+}

@@ -1,0 +1,235 @@
+//go:build compose
+
+package compose
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const repoRoot = "../.."
+
+// stack is one compose project: a copy of the repository (vendored, so the image build needs no
+// network), the environment every compose command runs with, and the project's name.
+type stack struct {
+	t       *testing.T
+	dir     string
+	project string
+	env     []string
+	compose []string // "docker compose" when the plugin exists, else Compose v1's docker-compose
+}
+
+// timingOverride shortens the waits a fault test would otherwise sit out (a dead replica's claims
+// expire after WEBHOOKS_CLAIM_LEASE); compose reads docker-compose.override.yml next to the file.
+const timingOverride = `x-timing: &timing
+  WEBHOOKS_CLAIM_LEASE: 15s
+  WEBHOOKS_SEND_TIMEOUT: 5s
+  WEBHOOKS_SWEEP_INTERVAL: 1s
+  WEBHOOKS_RETRY_SCHEDULE: 1s,2s,5s,10s,20s
+services:
+  app1: {environment: *timing}
+  app2: {environment: *timing}
+  app3: {environment: *timing}
+`
+
+func newStack(t *testing.T) *stack {
+	t.Helper()
+	s := &stack{t: t, project: fmt.Sprintf("keelsonct%d", time.Now().UnixNano()%1_000_000_000)}
+	if exec.Command("docker", "compose", "version").Run() == nil {
+		s.compose = []string{"docker", "compose"}
+	} else {
+		s.compose = []string{"docker-compose"}
+	}
+	s.dir = buildContext(t)
+	if err := os.WriteFile(filepath.Join(s.dir, "docker-compose.override.yml"), []byte(timingOverride), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.env = append(os.Environ(), "COMPOSE_PROJECT_NAME="+s.project,
+		"BUILD_GOFLAGS=-mod=vendor", "BUILD_GOPROXY=off", "COMPOSE_PROFILES=")
+	if os.Getenv("KEELSON_COMPOSE_UPSTREAM_IMAGES") == "" { // no registry: local stand-ins
+		s.env = append(s.env, standins(t)...)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := s.run(2*time.Minute, s.cmd("--profile", "scale", "logs", "--no-color", "--tail", "60")...)
+			t.Logf("compose logs:\n%s", out)
+		}
+		if out, err := s.run(5*time.Minute, s.cmd("--profile", "scale", "down", "-v", "--remove-orphans", "-t", "5")...); err != nil {
+			t.Logf("down -v: %v\n%s", err, out)
+		}
+	})
+	return s
+}
+
+// buildContext copies the tracked and untracked-but-not-ignored files of the repository and vendors
+// the modules from the local module cache.
+func buildContext(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := exec.Command("git", "-C", repoRoot, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	var list []string
+	for _, f := range strings.Split(string(files), "\x00") {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(repoRoot, f)); err == nil { // deleted but not yet staged
+			list = append(list, f)
+		}
+	}
+	tarc := exec.Command("tar", "-C", repoRoot, "-cf", "-", "--null", "-T", "-")
+	tarc.Stdin = strings.NewReader(strings.Join(list, "\x00"))
+	untar := exec.Command("tar", "-C", dir, "-xf", "-")
+	pipe, err := tarc.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	untar.Stdin = pipe
+	if err := untar.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := tarc.CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v %s", err, out)
+	}
+	if err := untar.Wait(); err != nil {
+		t.Fatalf("untar: %v", err)
+	}
+	vendor := exec.Command("go", "mod", "vendor")
+	vendor.Dir = dir
+	if out, err := vendor.CombinedOutput(); err != nil {
+		t.Fatalf("go mod vendor: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// standins builds (or reuses) the stand-in images and returns the variables pointing compose at them.
+func standins(t *testing.T) []string {
+	t.Helper()
+	start := time.Now()
+	cmd := exec.Command("bash", filepath.Join(repoRoot, "scripts", "standins", "build.sh"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("scripts/standins/build.sh: %v\n%s", err, stderr.String())
+	}
+	t.Logf("stand-in images ready in %s", time.Since(start).Round(time.Second))
+	var vars []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "=") {
+			vars = append(vars, sc.Text())
+		}
+	}
+	if len(vars) != 4 {
+		t.Fatalf("scripts/standins/build.sh printed %q", out)
+	}
+	return vars
+}
+
+func (s *stack) cmd(args ...string) []string {
+	return append(append([]string(nil), s.compose...), args...)
+}
+
+// run runs a command in the build context with the stack's environment.
+func (s *stack) run(timeout time.Duration, argv ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = s.dir
+	cmd.Env = s.env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// must runs a command and fails the test when it fails.
+func (s *stack) must(timeout time.Duration, argv ...string) string {
+	s.t.Helper()
+	out, err := s.run(timeout, argv...)
+	if err != nil {
+		s.t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+	}
+	return out
+}
+
+// containers lists the project's containers of a service, running or not, by compose's labels
+// (Compose v1 and v2 name containers differently, both label them).
+func (s *stack) containers(service string) []string {
+	s.t.Helper()
+	out := s.must(time.Minute, "docker", "ps", "-a", "-q", "--no-trunc",
+		"--filter", "label=com.docker.compose.project="+s.project,
+		"--filter", "label=com.docker.compose.service="+service)
+	return strings.Fields(out)
+}
+
+// container is the one container of a service.
+func (s *stack) container(service string) string {
+	s.t.Helper()
+	ids := s.containers(service)
+	if len(ids) != 1 {
+		s.t.Fatalf("service %s has %d containers, want 1", service, len(ids))
+	}
+	return ids[0]
+}
+
+func (s *stack) inspect(id, format string) string {
+	s.t.Helper()
+	return strings.TrimSpace(s.must(time.Minute, "docker", "inspect", "-f", format, id))
+}
+
+// waitHealthy waits until every listed service's container reports healthy.
+func (s *stack) waitHealthy(timeout time.Duration, services ...string) time.Duration {
+	s.t.Helper()
+	start := time.Now()
+	for _, svc := range services {
+		for {
+			ids := s.containers(svc)
+			if len(ids) == 1 && s.inspect(ids[0], "{{if .State.Health}}{{.State.Health.Status}}{{end}}") == "healthy" {
+				break
+			}
+			if time.Since(start) > timeout {
+				state := "no container"
+				if len(ids) == 1 {
+					state = s.inspect(ids[0], "{{.State.Status}} {{json .State.Health}}")
+				}
+				s.t.Fatalf("%s not healthy after %s: %s", svc, timeout, state)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	return time.Since(start)
+}
+
+// network is the project's default network.
+func (s *stack) network() string {
+	s.t.Helper()
+	out := strings.Fields(s.must(time.Minute, "docker", "network", "ls", "-q", "--filter", "label=com.docker.compose.project="+s.project))
+	if len(out) != 1 {
+		s.t.Fatalf("project %s has networks %v, want one", s.project, out)
+	}
+	return s.inspect(out[0], "{{.Name}}")
+}
+
+// leftovers lists what of the project still exists: containers, networks, volumes.
+func (s *stack) leftovers() []string {
+	s.t.Helper()
+	var left []string
+	label := "label=com.docker.compose.project=" + s.project
+	for _, kind := range [][]string{{"ps", "-a", "-q"}, {"network", "ls", "-q"}, {"volume", "ls", "-q"}} {
+		argv := append(append([]string{"docker"}, kind...), "--filter", label)
+		for _, id := range strings.Fields(s.must(time.Minute, argv...)) {
+			left = append(left, kind[0]+" "+id)
+		}
+	}
+	return left
+}

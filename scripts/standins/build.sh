@@ -28,7 +28,7 @@ goversion="$(go env GOVERSION)"
 # Bump when a change here alters what an image contains; an image's own folder is hashed anyway.
 recipe=1
 key_of() { # $1: image name; the tag a build with today's recipe gets
-	(echo "$recipe"; cat "$here/$1"/*; [ "$1" = go ] && echo "$goversion") | sha256sum | cut -c1-12
+	(echo "$recipe"; cat "$here/$1"/*; if [ "$1" = go ]; then echo "$goversion"; fi) | sha256sum | cut -c1-12
 }
 
 # The Debian mirror and security mirror apt already uses here (deb822 or one-line sources).
@@ -101,7 +101,8 @@ image() {
 
 # build NAME: one stand-in image, from a copy of the base root where it needs one.
 build() {
-	set -euo pipefail # runs in a background subshell: stop it at the first error
+	set -Eeuo pipefail # runs in a background subshell: stop it at the first error, and say where
+	trap 'echo "standins: $name: line $LINENO: $BASH_COMMAND failed" >&2' ERR
 	local name="$1" dir="$work/$1"
 	case "$name" in
 	go)

@@ -95,11 +95,13 @@ func buildContext(t *testing.T) string {
 		t.Fatal(err)
 	}
 	untar.Stdin = pipe
+	var tarErr bytes.Buffer
+	tarc.Stderr = &tarErr
 	if err := untar.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := tarc.CombinedOutput(); err != nil {
-		t.Fatalf("tar: %v %s", err, out)
+	if err := tarc.Run(); err != nil {
+		t.Fatalf("tar: %v %s", err, tarErr.String())
 	}
 	if err := untar.Wait(); err != nil {
 		t.Fatalf("untar: %v", err)

@@ -37,6 +37,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 	}
+	// Exported at zero from start, so rate() and alerts see the series before the first event.
+	for _, o := range []string{"succeeded", "retrying", "failed", "cancelled", "dropped"} {
+		m.deliveries.WithLabelValues(o)
+	}
+	m.latency.WithLabelValues("ok")
 	return m, nil
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
 	"github.com/keelson/keelson/platform/outbox"
+	"github.com/keelson/keelson/platform/telemetry"
 )
 
 // Options are what a replica needs besides its modules.
@@ -69,7 +70,8 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 		opts.ShutdownTimeout = 10 * time.Second
 	}
 	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		telemetry.BuildInfo())
 
 	events, err := outbox.NewPublisher(opts.DB)
 	if err != nil {

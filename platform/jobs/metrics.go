@@ -59,6 +59,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, err
 }
 
+// exportFromStart creates every known series at zero, so rate() and alerts see them before the
+// first failure or run instead of a series appearing out of nothing.
+func (m *metrics) exportFromStart(kinds []string, schedules []Schedule) {
+	for _, st := range allStatuses() {
+		m.depth.WithLabelValues(string(st))
+	}
+	for _, k := range kinds {
+		m.failures.WithLabelValues(k)
+		m.duration.WithLabelValues(k)
+	}
+	for _, s := range schedules {
+		for _, outcome := range []string{"ok", "error", "lost"} {
+			m.scheduleRuns.WithLabelValues(s.Name, outcome)
+		}
+	}
+}
+
 // register adds c, or returns the collector already registered under its name.
 func register[C prometheus.Collector](reg prometheus.Registerer, c C, errp *error) C {
 	if err := reg.Register(c); err != nil {

@@ -94,6 +94,7 @@ func NewRunner(db *database.DB, cfg Config, kinds []Kind, schedules []Schedule, 
 		names[s.Name] = true
 		r.schedules = append(r.schedules, s)
 	}
+	m.exportFromStart(r.kindNames, r.schedules)
 	return r, nil
 }
 

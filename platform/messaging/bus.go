@@ -46,6 +46,11 @@ func New(cfg Config, db *database.DB, logger *slog.Logger, reg prometheus.Regist
 	if err != nil {
 		return nil, fmt.Errorf("messaging: metrics: %w", err)
 	}
+	for _, s := range subs { // exported at zero from start, before the consumers run
+		m.handled.WithLabelValues(s.Consumer)
+		m.failed.WithLabelValues(s.Consumer)
+		m.deadLettered.WithLabelValues(s.Consumer)
+	}
 	logger = logger.With("component", "messaging")
 	return &Bus{
 		cfg:     cfg,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/keelson/keelson/platform/correlation"
 	"github.com/keelson/keelson/platform/httpapi"
 )
 
@@ -87,7 +88,7 @@ func (a *api) do(r *http.Request, token string, c call, out any) error {
 	req.RemoteAddr = r.RemoteAddr
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Accept", "application/json")
-	if id := r.Header.Get(httpapi.RequestIDHeader); id != "" {
+	if id := correlation.ID(r.Context()); id != "" {
 		req.Header.Set(httpapi.RequestIDHeader, id)
 	}
 	if c.body != nil {

@@ -46,7 +46,7 @@ func (p *pings) Migrations() fs.FS {
 }
 
 func (p *pings) Register(r *module.Registry) error {
-	r.Routes(func(api *gin.RouterGroup) {
+	r.Routes(func(api *httpapi.API) {
 		api.POST("/pings", httpapi.H(func(c *gin.Context) error {
 			var in struct {
 				Note string `json:"note"`

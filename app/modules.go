@@ -8,7 +8,8 @@ import (
 	"github.com/keelson/keelson/platform/module"
 )
 
-// modules is the list of modules this binary runs, in wiring order. Adding a module is one line here.
+// modules is the list of modules this binary runs, in wiring order. Adding a module is its import
+// and one entry in the list returned here.
 func modules(cfg Config) ([]module.Module, error) {
 	wh, err := webhooks.New(webhooks.Config{
 		AllowPrivateTargets: cfg.WebhooksAllowPrivateTargets,

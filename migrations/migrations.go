@@ -4,6 +4,8 @@ package migrations
 import (
 	"embed"
 	"io/fs"
+
+	"github.com/keelson/keelson/platform/database"
 )
 
 //go:embed */*.sql
@@ -19,4 +21,13 @@ func For(owner string) fs.FS {
 		return nil
 	}
 	return sub
+}
+
+// Sets returns the migration sets of the given owners, in that order.
+func Sets(owners ...string) []database.MigrationSet {
+	out := make([]database.MigrationSet, len(owners))
+	for i, o := range owners {
+		out[i] = database.MigrationSet{Owner: o, FS: For(o)}
+	}
+	return out
 }

@@ -1,20 +1,21 @@
 package notes
 
 import (
+	"context"
 	"net/http"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/httpapi"
 )
 
 // noteRequest is the body of POST and PATCH; pointers tell "absent" from "empty".
 type noteRequest struct {
-	Title *string `json:"title"`
-	Body  *string `json:"body"`
+	Title *string `json:"title,omitempty"`
+	Body  *string `json:"body,omitempty"`
 }
 
 type noteResponse struct {
@@ -32,69 +33,79 @@ type noteResponse struct {
 // which maps them to problem+json in one place.
 type handlers struct{ service *Service }
 
-func (h *handlers) mount(api *gin.RouterGroup) {
-	g := api.Group("/notes")
-	g.POST("", httpapi.H(h.create))
-	g.GET("/:id", httpapi.H(h.get))
-	g.PATCH("/:id", httpapi.H(h.edit))
+func (h *handlers) mount(api *httpapi.API) {
+	g := api.Module("/notes", "notes")
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "", ID: "createNote",
+		Summary: "Write a note.", Status: http.StatusCreated}, h.create)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/{id}", ID: "getNote",
+		Summary: "Read a note."}, h.get)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPatch, Path: "/{id}", ID: "editNote",
+		Summary: "Edit a note's title or body."}, h.edit)
 }
 
-func (h *handlers) create(c *gin.Context) error {
-	var req noteRequest
-	if err := httpapi.BindJSON(c, &req); err != nil {
-		return err
-	}
-	if req.Title == nil {
-		return apperr.Invalid("title", "is required")
-	}
-	body := ""
-	if req.Body != nil {
-		body = *req.Body
-	}
-	n, err := h.service.Create(c.Request.Context(), *req.Title, body)
-	if err != nil {
-		return err
-	}
-	c.Header("Location", httpapi.APIPrefix+"/notes/"+n.ID.String())
-	writeNote(c, http.StatusCreated, n)
-	return nil
+type createIn struct {
+	Body noteRequest
 }
 
-func (h *handlers) get(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
-	if err != nil {
-		return err
-	}
-	n, err := h.service.Get(c.Request.Context(), id)
-	if err != nil {
-		return err
-	}
-	writeNote(c, http.StatusOK, n)
-	return nil
+type createdOut struct {
+	ETag     string `header:"ETag"`
+	Location string `header:"Location"`
+	Body     noteResponse
 }
 
-func (h *handlers) edit(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
+func (h *handlers) create(ctx context.Context, in *createIn) (*createdOut, error) {
+	if in.Body.Title == nil {
+		return nil, apperr.Invalid("title", "is required")
+	}
+	n, err := h.service.Create(ctx, *in.Body.Title, derefOr(in.Body.Body, ""))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var req noteRequest
-	if err := httpapi.BindJSON(c, &req); err != nil {
-		return err
-	}
-	n, err := h.service.Edit(c.Request.Context(), id, Changes(req), httpapi.Precondition(c))
-	if err != nil {
-		return err
-	}
-	writeNote(c, http.StatusOK, n)
-	return nil
+	return &createdOut{ETag: n.Version.String(), Location: httpapi.APIPrefix + "/notes/" + n.ID.String(), Body: toResponse(n)}, nil
 }
 
-// writeNote answers with the note and its version as a strong ETag.
-func writeNote(c *gin.Context, status int, n *Note) {
-	httpapi.SetETag(c, n.Version.String())
-	c.JSON(status, noteResponse{
+type getIn struct {
+	ID uuid.UUID `path:"id"`
+}
+
+// noteOut is a note with its version as a strong ETag.
+type noteOut struct {
+	ETag string `header:"ETag"`
+	Body noteResponse
+}
+
+func (h *handlers) get(ctx context.Context, in *getIn) (*noteOut, error) {
+	n, err := h.service.Get(ctx, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &noteOut{ETag: n.Version.String(), Body: toResponse(n)}, nil
+}
+
+type editIn struct {
+	ID   uuid.UUID                `path:"id"`
+	If   concurrency.Precondition // If-Match
+	Body noteRequest
+}
+
+func (h *handlers) edit(ctx context.Context, in *editIn) (*noteOut, error) {
+	n, err := h.service.Edit(ctx, in.ID, Changes(in.Body), in.If)
+	if err != nil {
+		return nil, err
+	}
+	return &noteOut{ETag: n.Version.String(), Body: toResponse(n)}, nil
+}
+
+func toResponse(n *Note) noteResponse {
+	return noteResponse{
 		ID: n.ID, ConversationID: n.ConversationID, Title: n.Title, Body: n.Body, WordCount: n.WordCount,
 		CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt, Version: n.Version.String(),
-	})
+	}
+}
+
+func derefOr(s *string, fallback string) string {
+	if s == nil {
+		return fallback
+	}
+	return *s
 }

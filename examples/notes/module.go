@@ -38,9 +38,6 @@ var exampleNote = uuid.MustParse("0193a4d4-0a1b-7c2d-8e3f-4a5b6c7d8e9f")
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-//go:embed openapi.json
-var openAPI []byte
-
 // Module is the notes module.
 type Module struct{ service *Service }
 
@@ -62,7 +59,7 @@ func (m *Module) Migrations() fs.FS {
 // Service is the application service, available once Register ran.
 func (m *Module) Service() *Service { return m.service }
 
-// Register declares the routes, the job kind, the consumer and the OpenAPI fragment.
+// Register declares the routes, the public events, the job kind and the consumer.
 func (m *Module) Register(r *module.Registry) error {
 	if r.DB == nil || r.Events == nil || r.Jobs == nil {
 		return errors.New("notes: DB, Events and Jobs are required")
@@ -78,6 +75,5 @@ func (m *Module) Register(r *module.Registry) error {
 		EventTypes: []string{contract.EventConversationCreated},
 		Handle:     m.service.onConversationCreated,
 	})
-	r.OpenAPI(openAPI)
 	return nil
 }

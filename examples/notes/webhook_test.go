@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/keelson/keelson/examples/notes"
+	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/modules/webhooks"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/database/dbtest"
@@ -20,7 +21,7 @@ import (
 // The catalog is the only link: the webhooks module knows nothing of notes, yet a note.* subscriber
 // receives note.created.
 func TestANoteCreatedReachesANoteSubscriberWithNoChangeToTheWebhooksModule(t *testing.T) {
-	d := dbtest.Create(t, webhooks.Name)
+	d := dbtest.Create(t, migrations.Sets(webhooks.Name)...)
 	db := d.Open(t)
 	if err := database.Migrate(context.Background(), db.SQL(),
 		[]database.MigrationSet{{Owner: notes.Name, FS: notes.New().Migrations()}}); err != nil {

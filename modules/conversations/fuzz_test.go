@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/modules/conversations"
 	"github.com/keelson/keelson/modules/proposals"
 	"github.com/keelson/keelson/platform/database/dbtest"
@@ -17,7 +18,7 @@ func FuzzPostMessageNeverAnswers5xx(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	db := dbtest.Create(f, "conversations", "proposals").Open(f)
+	db := dbtest.Create(f, migrations.Sets("conversations", "proposals")...).Open(f)
 	api := hosttest.Start(f, db, hosttest.Options{}, conv, proposals.New())
 	created := api.Do(f, http.MethodPost, "/api/v1/conversations", map[string]string{"title": "fuzz"})
 	if created.Status != http.StatusCreated {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/modules/conversations"
 	"github.com/keelson/keelson/modules/proposals"
 	"github.com/keelson/keelson/modules/webhooks"
@@ -42,7 +43,7 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	return &harness{
 		t:      t,
-		db:     dbtest.Create(t, "conversations", "proposals", "webhooks"),
+		db:     dbtest.Create(t, migrations.Sets("conversations", "proposals", "webhooks")...),
 		bus:    hosttest.Broker(),
 		events: &hosttest.Recorder{},
 	}

@@ -1,13 +1,14 @@
 package conversations
 
 import (
+	"context"
 	"net/http"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/httpapi"
 )
 
@@ -46,166 +47,175 @@ func toMessageResponse(m *Message) messageResponse {
 // handlers are the HTTP edge of the Service: decode, call, encode.
 type handlers struct{ service *Service }
 
-func (h *handlers) mount(api *gin.RouterGroup) {
-	g := api.Group("/conversations")
-	g.POST("", httpapi.H(h.create))
-	g.GET("", httpapi.H(h.list))
-	g.GET("/:id", httpapi.H(h.get))
-	g.PATCH("/:id", httpapi.H(h.rename))
-	g.DELETE("/:id", httpapi.H(h.delete))
-	g.POST("/:id/messages", httpapi.H(h.postMessage))
-	g.GET("/:id/messages", httpapi.H(h.messages))
-	g.GET("/:id/messages/:message_id", httpapi.H(h.message))
+func (h *handlers) mount(api *httpapi.API) {
+	g := api.Module("/conversations", "conversations")
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "", ID: "createConversation",
+		Summary: "Start a conversation.", Status: http.StatusCreated}, h.create)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "", ID: "listConversations",
+		Summary: "List conversations, newest first."}, h.list)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/{id}", ID: "getConversation",
+		Summary: "Get a conversation."}, h.get)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPatch, Path: "/{id}", ID: "renameConversation",
+		Summary: "Rename a conversation."}, h.rename)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodDelete, Path: "/{id}", ID: "deleteConversation",
+		Summary: "Delete a conversation and its messages.", Status: http.StatusNoContent}, h.delete)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/{id}/messages", ID: "postMessage",
+		Summary: "Post a user message; the assistant's reply follows asynchronously.", Status: http.StatusCreated}, h.postMessage)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/{id}/messages", ID: "listMessages",
+		Summary: "List a conversation's messages, oldest first."}, h.messages)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/{id}/messages/{message_id}", ID: "getMessage",
+		Summary: "Get one message of a conversation."}, h.message)
 }
 
-func (h *handlers) create(c *gin.Context) error {
-	var req titleRequest
-	if err := httpapi.BindJSON(c, &req); err != nil {
-		return err
-	}
-	if err := requireField(req.Title, "title"); err != nil {
-		return err
-	}
-	conv, err := h.service.Create(c.Request.Context(), *req.Title)
-	if err != nil {
-		return err
-	}
-	c.Header("Location", httpapi.APIPrefix+"/conversations/"+conv.ID.String())
-	writeConversation(c, http.StatusCreated, conv)
-	return nil
+type conversationOut struct {
+	ETag string `header:"ETag"`
+	Body conversationResponse
 }
 
-func (h *handlers) list(c *gin.Context) error {
-	page, err := httpapi.ParsePage(c)
-	if err != nil {
-		return err
+func conversationAnswer(conv *Conversation) *conversationOut {
+	return &conversationOut{ETag: conv.Version(), Body: toConversationResponse(conv)}
+}
+
+type createIn struct {
+	Body titleRequest
+}
+
+type createdOut struct {
+	ETag     string `header:"ETag"`
+	Location string `header:"Location"`
+	Body     conversationResponse
+}
+
+func (h *handlers) create(ctx context.Context, in *createIn) (*createdOut, error) {
+	if err := requireField(in.Body.Title, "title"); err != nil {
+		return nil, err
 	}
-	items, next, err := httpapi.Paginate(page, func(after conversationCursor, limit int) ([]Conversation, error) {
-		return h.service.List(c.Request.Context(), after, limit)
+	conv, err := h.service.Create(ctx, *in.Body.Title)
+	if err != nil {
+		return nil, err
+	}
+	return &createdOut{ETag: conv.Version(), Location: httpapi.APIPrefix + "/conversations/" + conv.ID.String(),
+		Body: toConversationResponse(conv)}, nil
+}
+
+type listIn struct {
+	Page httpapi.Page
+}
+
+type listOut[T any] struct {
+	Body httpapi.List[T]
+}
+
+func (h *handlers) list(ctx context.Context, in *listIn) (*listOut[conversationResponse], error) {
+	items, next, err := httpapi.Paginate(in.Page, func(after conversationCursor, limit int) ([]Conversation, error) {
+		return h.service.List(ctx, after, limit)
 	}, func(last Conversation) conversationCursor { return conversationCursor{ID: last.ID} })
 	if err != nil {
-		return err
+		return nil, err
 	}
 	out := make([]conversationResponse, len(items))
 	for i := range items {
 		out[i] = toConversationResponse(&items[i])
 	}
-	c.JSON(http.StatusOK, httpapi.NewList(out, next))
-	return nil
+	return &listOut[conversationResponse]{Body: httpapi.NewList(out, next)}, nil
 }
 
-func (h *handlers) get(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
-	if err != nil {
-		return err
-	}
-	conv, err := h.service.Get(c.Request.Context(), id)
-	if err != nil {
-		return err
-	}
-	if httpapi.NotModified(c, conv.Version()) {
-		return nil
-	}
-	writeConversation(c, http.StatusOK, conv)
-	return nil
+type byID struct {
+	ID uuid.UUID `path:"id"`
 }
 
-func (h *handlers) rename(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
+func (h *handlers) get(ctx context.Context, in *byID) (*conversationOut, error) {
+	conv, err := h.service.Get(ctx, in.ID)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var req titleRequest
-	if err := httpapi.BindJSON(c, &req); err != nil {
-		return err
-	}
-	if err := requireField(req.Title, "title"); err != nil {
-		return err
-	}
-	conv, err := h.service.Rename(c.Request.Context(), id, *req.Title, httpapi.Precondition(c))
-	if err != nil {
-		return err
-	}
-	writeConversation(c, http.StatusOK, conv)
-	return nil
+	return conversationAnswer(conv), nil
 }
 
-func (h *handlers) delete(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
-	if err != nil {
-		return err
-	}
-	if err := h.service.Delete(c.Request.Context(), id, httpapi.Precondition(c)); err != nil {
-		return err
-	}
-	c.Status(http.StatusNoContent)
-	return nil
+type renameIn struct {
+	ID   uuid.UUID `path:"id"`
+	If   concurrency.Precondition
+	Body titleRequest
 }
 
-func (h *handlers) postMessage(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
+func (h *handlers) rename(ctx context.Context, in *renameIn) (*conversationOut, error) {
+	if err := requireField(in.Body.Title, "title"); err != nil {
+		return nil, err
+	}
+	conv, err := h.service.Rename(ctx, in.ID, *in.Body.Title, in.If)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var req messageRequest
-	if err := httpapi.BindJSON(c, &req); err != nil {
-		return err
-	}
-	if err := requireField(req.Content, "content"); err != nil {
-		return err
-	}
-	m, err := h.service.PostMessage(c.Request.Context(), id, *req.Content)
-	if err != nil {
-		return err
-	}
-	c.Header("Location", httpapi.APIPrefix+"/conversations/"+id.String()+"/messages/"+m.ID.String())
-	c.JSON(http.StatusCreated, toMessageResponse(m))
-	return nil
+	return conversationAnswer(conv), nil
 }
 
-func (h *handlers) messages(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
-	if err != nil {
-		return err
+type deleteIn struct {
+	ID uuid.UUID `path:"id"`
+	If concurrency.Precondition
+}
+
+type noContent struct{}
+
+func (h *handlers) delete(ctx context.Context, in *deleteIn) (*noContent, error) {
+	return &noContent{}, h.service.Delete(ctx, in.ID, in.If)
+}
+
+type postMessageIn struct {
+	ID   uuid.UUID `path:"id"`
+	Body messageRequest
+}
+
+type messageCreatedOut struct {
+	Location string `header:"Location"`
+	Body     messageResponse
+}
+
+func (h *handlers) postMessage(ctx context.Context, in *postMessageIn) (*messageCreatedOut, error) {
+	if err := requireField(in.Body.Content, "content"); err != nil {
+		return nil, err
 	}
-	page, err := httpapi.ParsePage(c)
+	m, err := h.service.PostMessage(ctx, in.ID, *in.Body.Content)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	items, next, err := httpapi.Paginate(page, func(after messageCursor, limit int) ([]Message, error) {
-		return h.service.Messages(c.Request.Context(), id, after, limit)
+	return &messageCreatedOut{Location: httpapi.APIPrefix + "/conversations/" + in.ID.String() + "/messages/" + m.ID.String(),
+		Body: toMessageResponse(m)}, nil
+}
+
+type messagesIn struct {
+	ID   uuid.UUID `path:"id"`
+	Page httpapi.Page
+}
+
+func (h *handlers) messages(ctx context.Context, in *messagesIn) (*listOut[messageResponse], error) {
+	items, next, err := httpapi.Paginate(in.Page, func(after messageCursor, limit int) ([]Message, error) {
+		return h.service.Messages(ctx, in.ID, after, limit)
 	}, func(last Message) messageCursor { return messageCursor{CreatedAt: last.CreatedAt, ID: last.ID} })
 	if err != nil {
-		return err
+		return nil, err
 	}
 	out := make([]messageResponse, len(items))
 	for i := range items {
 		out[i] = toMessageResponse(&items[i])
 	}
-	c.JSON(http.StatusOK, httpapi.NewList(out, next))
-	return nil
+	return &listOut[messageResponse]{Body: httpapi.NewList(out, next)}, nil
 }
 
-func (h *handlers) message(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
-	if err != nil {
-		return err
-	}
-	messageID, err := httpapi.PathUUID(c, "message_id")
-	if err != nil {
-		return err
-	}
-	m, err := h.service.Message(c.Request.Context(), id, messageID)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, toMessageResponse(m))
-	return nil
+type messageIn struct {
+	ID        uuid.UUID `path:"id"`
+	MessageID uuid.UUID `path:"message_id"`
 }
 
-func writeConversation(c *gin.Context, status int, conv *Conversation) {
-	httpapi.SetETag(c, conv.Version())
-	c.JSON(status, toConversationResponse(conv))
+type messageOut struct {
+	Body messageResponse
+}
+
+func (h *handlers) message(ctx context.Context, in *messageIn) (*messageOut, error) {
+	m, err := h.service.Message(ctx, in.ID, in.MessageID)
+	if err != nil {
+		return nil, err
+	}
+	return &messageOut{Body: toMessageResponse(m)}, nil
 }
 
 func requireField(v *string, field string) error {

@@ -4,7 +4,6 @@
 package conversations
 
 import (
-	_ "embed"
 	"errors"
 	"io/fs"
 	"time"
@@ -18,9 +17,6 @@ import (
 
 // ModuleName names the module, its migrations and its event source.
 const ModuleName = "conversations"
-
-//go:embed openapi.json
-var openAPI []byte
 
 // Config configures the module. Zero values take the defaults.
 type Config struct {
@@ -105,6 +101,5 @@ func (m *Module) Register(r *module.Registry) error {
 		Options: jobs.KindOptions{MaxAttempts: m.maxAttempts, Timeout: m.replyTimeout}})
 	applier := &proposalApplier{service: m.service, logger: r.Logger}
 	r.Subscribe(applier.subscription())
-	r.OpenAPI(openAPI)
 	return nil
 }

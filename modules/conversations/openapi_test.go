@@ -14,7 +14,8 @@ import (
 	"github.com/keelson/keelson/platform/module"
 )
 
-// TestOpenAPICoversRoutes: the fragments of conversations and proposals document exactly the routes they mount.
+// TestOpenAPICoversRoutes: the document generated from the route declarations of conversations and
+// proposals describes exactly the routes they mount, and validates.
 func TestOpenAPICoversRoutes(t *testing.T) {
 	registry := module.NewRegistry(module.Deps{DB: &database.DB{}, Events: mustPublisher(t, &database.DB{}), Jobs: mustClient(t, &database.DB{}),
 		Logger: hosttest.Logger(), Metrics: prometheus.NewRegistry()})
@@ -28,7 +29,8 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 	for _, rs := range registry.RouteSets() {
 		rs.Mount(api)
 	}
-	doc, err := httpapi.OpenAPIDocument(registry.OpenAPIFragments()...)
+	doc, err := api.Document(registry.Catalog().Docs())
 	require.NoError(t, err)
 	require.NoError(t, httpapi.CheckOpenAPI(engine, doc))
+	hosttest.ParseContract(t, doc)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/database/dbtest"
@@ -18,7 +19,7 @@ import (
 // TestCreateThenUpdateAtOnce writes a conversation and immediately updates the same struct, many
 // times: the updated_at token held in memory matches the stored one to the microsecond.
 func TestCreateThenUpdateAtOnce(t *testing.T) {
-	db := dbtest.New(t, ModuleName)
+	db := dbtest.New(t, migrations.Sets(ModuleName)...)
 	s := &store{db: db}
 	ctx := context.Background()
 	for i := range 200 {
@@ -37,7 +38,7 @@ func TestCreateThenUpdateAtOnce(t *testing.T) {
 // TestNanosecondClockStillMatches shows a struct created with a nanosecond timestamp still updates:
 // the token is compared at the precision PostgreSQL stores.
 func TestNanosecondClockStillMatches(t *testing.T) {
-	db := dbtest.New(t, ModuleName)
+	db := dbtest.New(t, migrations.Sets(ModuleName)...)
 	s := &store{db: db}
 	ctx := context.Background()
 	now := time.Date(2026, 11, 30, 10, 0, 0, 123456789, time.UTC)
@@ -48,7 +49,7 @@ func TestNanosecondClockStillMatches(t *testing.T) {
 
 // TestStaleCopyConflicts: two copies read the same version; the second write is a conflict naming the entity.
 func TestStaleCopyConflicts(t *testing.T) {
-	d := dbtest.Create(t, ModuleName)
+	d := dbtest.Create(t, migrations.Sets(ModuleName)...)
 	ours, theirs := &store{db: d.Open(t)}, &store{db: d.Open(t)}
 	ctx := context.Background()
 	now := database.Now()

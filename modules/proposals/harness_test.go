@@ -3,6 +3,7 @@ package proposals_test
 import (
 	"testing"
 
+	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/modules/proposals"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/database/dbtest"
@@ -33,7 +34,7 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	return &harness{t: t, db: dbtest.Create(t, "proposals"), bus: hosttest.Broker(), events: &hosttest.Recorder{}}
+	return &harness{t: t, db: dbtest.Create(t, migrations.Sets("proposals")...), bus: hosttest.Broker(), events: &hosttest.Recorder{}}
 }
 
 // start runs one replica until the end of the test.

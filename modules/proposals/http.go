@@ -1,13 +1,14 @@
 package proposals
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/httpapi"
 )
 
@@ -32,7 +33,7 @@ type proposalResponse struct {
 type acceptRequest struct{}
 
 type rejectRequest struct {
-	Reason string `json:"reason"`
+	Reason string `json:"reason,omitempty"`
 }
 
 func toResponse(p *Proposal) proposalResponse {
@@ -52,94 +53,86 @@ func toResponse(p *Proposal) proposalResponse {
 // handlers are the HTTP edge of the Service.
 type handlers struct{ service *Service }
 
-func (h *handlers) mount(api *gin.RouterGroup) {
-	g := api.Group("/assistant/proposals")
-	g.GET("", httpapi.H(h.list))
-	g.GET("/:id", httpapi.H(h.get))
-	g.POST("/:id/accept", httpapi.H(h.accept))
-	g.POST("/:id/reject", httpapi.H(h.reject))
+func (h *handlers) mount(api *httpapi.API) {
+	g := api.Module("/assistant/proposals", "proposals")
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "", ID: "listProposals",
+		Summary: "List proposals, newest first."}, h.list)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/{id}", ID: "getProposal",
+		Summary: "Get a proposal."}, h.get)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/{id}/accept", ID: "acceptProposal",
+		Summary: "Accept a pending proposal; the module owning the data applies it."}, h.accept)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/{id}/reject", ID: "rejectProposal",
+		Summary: "Reject a pending proposal, with an optional reason."}, h.reject)
 }
 
-func (h *handlers) list(c *gin.Context) error {
-	page, err := httpapi.ParsePage(c)
-	if err != nil {
-		return err
-	}
-	var f listFilter
-	// An empty filter (?status=) means no filter, as in the API's own `?status=&conversation_id=`.
-	if raw := c.Query("status"); raw != "" {
-		if !knownStatuses[raw] {
-			return httpapi.InvalidQuery("status", "must be one of pending, accepted, rejected, applied, failed")
-		}
-		f.Status = raw
-	}
-	if f.ConversationID, err = httpapi.QueryUUID(c, "conversation_id"); err != nil {
-		return err
-	}
-	items, next, err := httpapi.Paginate(page, func(after listCursor, limit int) ([]Proposal, error) {
-		return h.service.List(c.Request.Context(), f, after, limit)
+type listIn struct {
+	Page           httpapi.Page
+	Status         string    `query:"status" enum:"pending,accepted,rejected,applied,failed"`
+	ConversationID uuid.UUID `query:"conversation_id"`
+}
+
+type listOut struct {
+	Body httpapi.List[proposalResponse]
+}
+
+func (h *handlers) list(ctx context.Context, in *listIn) (*listOut, error) {
+	f := listFilter{Status: in.Status, ConversationID: in.ConversationID}
+	items, next, err := httpapi.Paginate(in.Page, func(after listCursor, limit int) ([]Proposal, error) {
+		return h.service.List(ctx, f, after, limit)
 	}, func(last Proposal) listCursor { return listCursor{ID: last.ID} })
 	if err != nil {
-		return err
+		return nil, err
 	}
 	out := make([]proposalResponse, len(items))
 	for i := range items {
 		out[i] = toResponse(&items[i])
 	}
-	c.JSON(http.StatusOK, httpapi.NewList(out, next))
-	return nil
+	return &listOut{Body: httpapi.NewList(out, next)}, nil
 }
 
-func (h *handlers) get(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
-	if err != nil {
-		return err
-	}
-	p, err := h.service.Get(c.Request.Context(), id)
-	if err != nil {
-		return err
-	}
-	if httpapi.NotModified(c, p.Version()) {
-		return nil
-	}
-	write(c, p)
-	return nil
+type proposalOut struct {
+	ETag string `header:"ETag"`
+	Body proposalResponse
 }
 
-func (h *handlers) accept(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
-	if err != nil {
-		return err
-	}
-	if err := httpapi.BindJSON(c, &acceptRequest{}, httpapi.AllowEmpty); err != nil {
-		return err
-	}
-	p, err := h.service.Accept(c.Request.Context(), id, httpapi.Precondition(c))
-	if err != nil {
-		return err
-	}
-	write(c, p)
-	return nil
+func answer(p *Proposal) *proposalOut { return &proposalOut{ETag: p.Version(), Body: toResponse(p)} }
+
+type getIn struct {
+	ID uuid.UUID `path:"id"`
 }
 
-func (h *handlers) reject(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
+func (h *handlers) get(ctx context.Context, in *getIn) (*proposalOut, error) {
+	p, err := h.service.Get(ctx, in.ID)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var req rejectRequest
-	if err := httpapi.BindJSON(c, &req, httpapi.AllowEmpty); err != nil {
-		return err
-	}
-	p, err := h.service.Reject(c.Request.Context(), id, req.Reason, httpapi.Precondition(c))
-	if err != nil {
-		return err
-	}
-	write(c, p)
-	return nil
+	return answer(p), nil
 }
 
-func write(c *gin.Context, p *Proposal) {
-	httpapi.SetETag(c, p.Version())
-	c.JSON(http.StatusOK, toResponse(p))
+type acceptIn struct {
+	ID   uuid.UUID `path:"id"`
+	If   concurrency.Precondition
+	Body acceptRequest `required:"false"`
+}
+
+func (h *handlers) accept(ctx context.Context, in *acceptIn) (*proposalOut, error) {
+	p, err := h.service.Accept(ctx, in.ID, in.If)
+	if err != nil {
+		return nil, err
+	}
+	return answer(p), nil
+}
+
+type rejectIn struct {
+	ID   uuid.UUID `path:"id"`
+	If   concurrency.Precondition
+	Body rejectRequest `required:"false"`
+}
+
+func (h *handlers) reject(ctx context.Context, in *rejectIn) (*proposalOut, error) {
+	p, err := h.service.Reject(ctx, in.ID, in.Body.Reason, in.If)
+	if err != nil {
+		return nil, err
+	}
+	return answer(p), nil
 }

@@ -4,7 +4,6 @@
 package proposals
 
 import (
-	_ "embed"
 	"errors"
 	"io/fs"
 
@@ -18,9 +17,6 @@ const ModuleName = "proposals"
 
 // ConflictCode is the problem code of a decision on a proposal that is no longer pending.
 const ConflictCode = "proposal_already_decided"
-
-//go:embed openapi.json
-var openAPI []byte
 
 // Module is the proposals module.
 type Module struct{ service *Service }
@@ -56,6 +52,5 @@ func (m *Module) Register(r *module.Registry) error {
 	}
 	// The plugin names the Go type of the entity whose token moved: Proposal.
 	r.ConflictCode(Table, ConflictCode, "the proposal was already decided")
-	r.OpenAPI(openAPI)
 	return nil
 }

@@ -76,10 +76,6 @@ var knownActions = map[string]bool{
 	contract.ActionCreateWebhookSubscription: true,
 }
 
-var knownStatuses = map[string]bool{
-	StatusPending: true, StatusAccepted: true, StatusRejected: true, StatusApplied: true, StatusFailed: true,
-}
-
 // checkReason validates an optional rejection reason.
 func checkReason(v *apperr.Validator, reason string) {
 	switch {

@@ -1,12 +1,10 @@
 package webhooks
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sort"
-
-	"github.com/gin-gonic/gin"
 
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/module"
@@ -25,22 +23,17 @@ type eventTypeCursor struct {
 	After string `json:"after"`
 }
 
-func (h handlers) listEventTypes(c *gin.Context) error {
-	page, err := httpapi.ParsePage(c)
-	if err != nil {
-		return err
-	}
-	entries, next, err := httpapi.Paginate(page, h.s.eventTypes,
+func (h handlers) listEventTypes(_ context.Context, in *listIn) (*listOut[eventTypeResponse], error) {
+	entries, next, err := httpapi.Paginate(in.Page, h.s.eventTypes,
 		func(last module.CatalogEntry) eventTypeCursor { return eventTypeCursor{After: last.Type} })
 	if err != nil {
-		return err
+		return nil, err
 	}
 	items := make([]eventTypeResponse, len(entries))
 	for i, e := range entries {
 		items[i] = eventTypeResponse{Type: e.Type, Description: e.Description, Owner: e.Owner, Schema: e.Schema, Example: e.Example}
 	}
-	c.JSON(http.StatusOK, httpapi.NewList(items, next))
-	return nil
+	return &listOut[eventTypeResponse]{Body: httpapi.NewList(items, next)}, nil
 }
 
 // eventTypes returns up to limit catalog entries ordered by type, after the given one.

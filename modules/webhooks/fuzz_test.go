@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/modules/webhooks"
 	"github.com/keelson/keelson/platform/database/dbtest"
 	"github.com/keelson/keelson/platform/host/hosttest"
@@ -27,7 +28,7 @@ func startWebhooks(f *testing.F) *hosttest.Replica {
 	if err != nil {
 		f.Fatal(err)
 	}
-	db := dbtest.Create(f, webhooks.Name).Open(f)
+	db := dbtest.Create(f, migrations.Sets(webhooks.Name)...).Open(f)
 	return hosttest.Start(f, db, hosttest.Options{}, mod)
 }
 

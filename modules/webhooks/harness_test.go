@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelson/keelson/migrations"
 	pcontract "github.com/keelson/keelson/modules/proposals/contract"
 	"github.com/keelson/keelson/modules/webhooks/contract"
 	"github.com/keelson/keelson/platform/database"
@@ -39,6 +40,7 @@ type harness struct {
 	svc      *Service
 	api      *httptest.Server
 	registry *prometheus.Registry
+	contract *hosttest.Contract // every answer is checked against the served OpenAPI document
 
 	mu        sync.Mutex
 	failed    []contract.DeliveryFailedPayload    // webhooks.delivery_failed events seen by an observer
@@ -76,7 +78,7 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 	t.Helper()
 	dbase := opts.database
 	if dbase == nil {
-		dbase = dbtest.Create(t, Name)
+		dbase = dbtest.Create(t, migrations.Sets(Name)...)
 	}
 	db := dbase.Open(t)
 	logger := opts.logger
@@ -95,7 +97,7 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 	require.NoError(t, reg.Err())
 
 	engine, api, err := httpapi.NewEngine(httpapi.Options{Logger: logger, Tokens: []string{hosttest.Token}, Metrics: promReg,
-		ConflictCodes: reg.ConflictCodes(), OpenAPI: reg.OpenAPIFragments()})
+		ConflictCodes: reg.ConflictCodes(), OpenAPI: reg.OpenAPIFragments(), Events: reg.Catalog().Docs})
 	require.NoError(t, err)
 	for _, rs := range reg.RouteSets() {
 		rs.Mount(api)
@@ -103,7 +105,8 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 	srv := httptest.NewServer(engine)
 	t.Cleanup(srv.Close)
 
-	h := &harness{t: t, database: dbase, db: db, svc: mod.Service(), api: srv, registry: promReg}
+	h := &harness{t: t, database: dbase, db: db, svc: mod.Service(), api: srv, registry: promReg,
+		contract: hosttest.LoadContract(t, srv.URL)}
 	if opts.bus {
 		subs := append(reg.Subscriptions(), messaging.Subscription{
 			Consumer: "test.observer", EventTypes: []string{contract.DeliveryFailed, contract.DeliveryRequested, pcontract.EventActionResult,
@@ -232,6 +235,7 @@ func (h *harness) call(method, path string, body any, headers ...string) respons
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(h.t, err)
+	h.contract.Check(h.t, req, resp.StatusCode, resp.Header, raw)
 	return response{status: resp.StatusCode, header: resp.Header, body: raw}
 }
 

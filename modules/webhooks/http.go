@@ -1,57 +1,93 @@
 package webhooks
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/httpapi"
 )
 
-// mountRoutes mounts the API.md webhooks routes on /api/v1/webhooks.
-func mountRoutes(g *gin.RouterGroup, s *Service) {
+// mountRoutes declares the webhooks routes on /api/v1/webhooks.
+func mountRoutes(api *httpapi.API, s *Service) {
 	h := handlers{s: s}
-	g.POST("/subscriptions", httpapi.H(h.createSubscription))
-	g.GET("/subscriptions", httpapi.H(h.listSubscriptions))
-	g.GET("/subscriptions/:id", httpapi.H(h.getSubscription))
-	g.PATCH("/subscriptions/:id", httpapi.H(h.updateSubscription))
-	g.DELETE("/subscriptions/:id", httpapi.H(h.deleteSubscription))
-	g.POST("/subscriptions/:id/rotate-secret", httpapi.H(h.rotateSecret))
-	g.POST("/subscriptions/:id/pause", httpapi.H(h.pauseSubscription))
-	g.POST("/subscriptions/:id/resume", httpapi.H(h.resumeSubscription))
-	g.GET("/subscriptions/:id/stats", httpapi.H(h.subscriptionStats))
-	g.POST("/subscriptions/:id/test", httpapi.H(h.sendTest))
-	g.POST("/events", httpapi.H(h.publishEvent))
-	g.GET("/event-types", httpapi.H(h.listEventTypes))
-	g.GET("/deliveries", httpapi.H(h.listDeliveries))
-	g.GET("/deliveries/:id", httpapi.H(h.getDelivery))
-	g.POST("/deliveries/:id/redeliver", httpapi.H(h.redeliver))
+	g := api.Module("/webhooks", "webhooks")
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/subscriptions", ID: "createWebhookSubscription",
+		Summary: "Create a subscription; the answer carries its signing secret.", Status: http.StatusCreated}, h.createSubscription)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/subscriptions", ID: "listWebhookSubscriptions",
+		Summary: "List live subscriptions, oldest first."}, h.listSubscriptions)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/subscriptions/{id}", ID: "getWebhookSubscription",
+		Summary: "Get a subscription (no secret)."}, h.getSubscription)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPatch, Path: "/subscriptions/{id}", ID: "updateWebhookSubscription",
+		Summary: "Change a subscription's url, event types, description or enabled flag."}, h.updateSubscription)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodDelete, Path: "/subscriptions/{id}", ID: "deleteWebhookSubscription",
+		Summary: "Delete a subscription; its pending deliveries are given up.", Status: http.StatusNoContent}, h.deleteSubscription)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/subscriptions/{id}/rotate-secret", ID: "rotateWebhookSecret",
+		Summary: "Replace the signing secret; the old one keeps signing beside it for 24 hours."}, h.rotateSecret)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/events", ID: "publishWebhookEvent",
+		Summary: "Publish an event of the client's own type to every matching subscription. Idempotent on id: the same id, type and data again answers 200 duplicate, another type or data 409 event_id_reused.",
+		Status:  http.StatusAccepted, OtherStatuses: []int{http.StatusOK}, Errors: []int{http.StatusConflict}}, h.publishEvent)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/event-types", ID: "listWebhookEventTypes",
+		Summary: "List the public event types modules publish, with their payload schema and an example."}, h.listEventTypes)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/deliveries", ID: "listWebhookDeliveries",
+		Summary: "List deliveries, newest first."}, h.listDeliveries)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/deliveries/{id}", ID: "getWebhookDelivery",
+		Summary: "Get a delivery with its attempts and the body they send."}, h.getDelivery)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/deliveries/{id}/redeliver", ID: "redeliverWebhook",
+		Summary: "Send a delivery again, whatever its status.", Status: http.StatusAccepted}, h.redeliver)
+	// Declared the gin way until they move to httpapi.Handle; their OpenAPI comes from openapi.json.
+	legacy := api.RouterGroup.Group("/webhooks")
+	legacy.POST("/subscriptions/:id/pause", httpapi.H(h.pauseSubscription))
+	legacy.POST("/subscriptions/:id/resume", httpapi.H(h.resumeSubscription))
+	legacy.GET("/subscriptions/:id/stats", httpapi.H(h.subscriptionStats))
+	legacy.POST("/subscriptions/:id/test", httpapi.H(h.sendTest))
 }
 
 type handlers struct{ s *Service }
+
+// byID names one resource; with If-Match on writes.
+type byID struct {
+	ID uuid.UUID `path:"id"`
+}
+
+type writeByID struct {
+	ID uuid.UUID `path:"id"`
+	If concurrency.Precondition
+}
+
+// subscriptionOut is a subscription with its version as ETag.
+type subscriptionOut struct {
+	ETag string `header:"ETag"`
+	Body subscriptionResponse
+}
+
+func subscriptionAnswer(resp subscriptionResponse) *subscriptionOut {
+	return &subscriptionOut{ETag: resp.Version, Body: resp}
+}
 
 // --- subscriptions
 
 type createSubscriptionRequest struct {
 	URL         string            `json:"url"`
-	EventTypes  []string          `json:"event_types"`
-	Description string            `json:"description"`
-	Secret      string            `json:"secret"`
-	Enabled     *bool             `json:"enabled"`
-	Status      string            `json:"status"`
-	Headers     map[string]string `json:"headers"`
+	EventTypes  []string          `json:"event_types" doc:"1–50 patterns: an exact type, \"prefix.*\" or \"*\""`
+	Description string            `json:"description,omitempty"`
+	Secret      string            `json:"secret,omitempty" doc:"generated when absent"`
+	Enabled     *bool             `json:"enabled,omitempty" doc:"default true"`
+	Status      string            `json:"status,omitempty"`
+	Headers     map[string]string `json:"headers,omitempty"`
 }
 
 type updateSubscriptionRequest struct {
-	URL         *string            `json:"url"`
-	EventTypes  *[]string          `json:"event_types"`
-	Description *string            `json:"description"`
-	Enabled     *bool              `json:"enabled"`
-	Status      *string            `json:"status"`
-	Headers     *map[string]string `json:"headers"`
+	URL         *string            `json:"url,omitempty"`
+	EventTypes  *[]string          `json:"event_types,omitempty"`
+	Description *string            `json:"description,omitempty"`
+	Enabled     *bool              `json:"enabled,omitempty"`
+	Status      *string            `json:"status,omitempty"`
+	Headers     *map[string]string `json:"headers,omitempty"`
 }
 
 type subscriptionResponse struct {
@@ -90,122 +126,106 @@ func toSubscriptionResponse(s Subscription) subscriptionResponse {
 	}
 }
 
-func (h handlers) createSubscription(c *gin.Context) error {
-	var req createSubscriptionRequest
-	if err := httpapi.BindJSON(c, &req); err != nil {
-		return err
-	}
-	sub, secret, err := h.s.CreateSubscription(c.Request.Context(), SubscriptionInput(req))
+type createSubscriptionIn struct {
+	Body createSubscriptionRequest
+}
+
+type createdSubscriptionOut struct {
+	ETag     string `header:"ETag"`
+	Location string `header:"Location"`
+	Body     subscriptionResponse
+}
+
+func (h handlers) createSubscription(ctx context.Context, in *createSubscriptionIn) (*createdSubscriptionOut, error) {
+	sub, secret, err := h.s.CreateSubscription(ctx, SubscriptionInput(in.Body))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp := toSubscriptionResponse(sub)
 	resp.Secret = secret
 	resp.Warnings = h.s.patternWarnings(sub.EventTypes)
-	c.Header("Location", c.Request.URL.Path+"/"+sub.ID.String())
-	httpapi.SetETag(c, resp.Version)
-	c.JSON(http.StatusCreated, resp)
-	return nil
+	return &createdSubscriptionOut{ETag: resp.Version, Location: httpapi.APIPrefix + "/webhooks/subscriptions/" + sub.ID.String(), Body: resp}, nil
 }
 
 type subscriptionCursor struct {
 	After uuid.UUID `json:"after"`
 }
 
-func (h handlers) listSubscriptions(c *gin.Context) error {
-	page, err := httpapi.ParsePage(c)
-	if err != nil {
-		return err
-	}
-	subs, next, err := httpapi.Paginate(page, func(cur subscriptionCursor, limit int) ([]Subscription, error) {
-		return h.s.Subscriptions(c.Request.Context(), cur.After, limit)
+type listIn struct {
+	Page httpapi.Page
+}
+
+type listOut[T any] struct {
+	Body httpapi.List[T]
+}
+
+func (h handlers) listSubscriptions(ctx context.Context, in *listIn) (*listOut[subscriptionResponse], error) {
+	subs, next, err := httpapi.Paginate(in.Page, func(cur subscriptionCursor, limit int) ([]Subscription, error) {
+		return h.s.Subscriptions(ctx, cur.After, limit)
 	}, func(last Subscription) subscriptionCursor { return subscriptionCursor{After: last.ID} })
 	if err != nil {
-		return err
+		return nil, err
 	}
 	items := make([]subscriptionResponse, len(subs))
 	for i, s := range subs {
 		items[i] = toSubscriptionResponse(s)
 	}
-	c.JSON(http.StatusOK, httpapi.NewList(items, next))
-	return nil
+	return &listOut[subscriptionResponse]{Body: httpapi.NewList(items, next)}, nil
 }
 
-func (h handlers) getSubscription(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
+func (h handlers) getSubscription(ctx context.Context, in *byID) (*subscriptionOut, error) {
+	sub, err := h.s.Subscription(ctx, in.ID)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	sub, err := h.s.Subscription(c.Request.Context(), id)
-	if err != nil {
-		return err
-	}
-	if httpapi.NotModified(c, sub.Version.String()) {
-		return nil
-	}
-	resp := toSubscriptionResponse(sub)
-	httpapi.SetETag(c, resp.Version)
-	c.JSON(http.StatusOK, resp)
-	return nil
+	return subscriptionAnswer(toSubscriptionResponse(sub)), nil
 }
 
-func (h handlers) updateSubscription(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
+type updateSubscriptionIn struct {
+	ID   uuid.UUID `path:"id"`
+	If   concurrency.Precondition
+	Body updateSubscriptionRequest
+}
+
+func (h handlers) updateSubscription(ctx context.Context, in *updateSubscriptionIn) (*subscriptionOut, error) {
+	sub, err := h.s.UpdateSubscription(ctx, in.ID, SubscriptionPatch(in.Body), in.If)
 	if err != nil {
-		return err
-	}
-	var req updateSubscriptionRequest
-	if err := httpapi.BindJSON(c, &req); err != nil {
-		return err
-	}
-	sub, err := h.s.UpdateSubscription(c.Request.Context(), id, SubscriptionPatch(req), httpapi.Precondition(c))
-	if err != nil {
-		return err
+		return nil, err
 	}
 	resp := toSubscriptionResponse(sub)
-	if req.EventTypes != nil {
+	if in.Body.EventTypes != nil {
 		resp.Warnings = h.s.patternWarnings(sub.EventTypes)
 	}
-	httpapi.SetETag(c, resp.Version)
-	c.JSON(http.StatusOK, resp)
-	return nil
+	return subscriptionAnswer(resp), nil
 }
 
-func (h handlers) deleteSubscription(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
-	if err != nil {
-		return err
-	}
-	if err := h.s.DeleteSubscription(c.Request.Context(), id, httpapi.Precondition(c)); err != nil {
-		return err
-	}
-	c.Status(http.StatusNoContent)
-	return nil
+type noContent struct{}
+
+func (h handlers) deleteSubscription(ctx context.Context, in *writeByID) (*noContent, error) {
+	return &noContent{}, h.s.DeleteSubscription(ctx, in.ID, in.If)
 }
 
-func (h handlers) rotateSecret(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
+// emptyBodyIn is a write on one resource that takes no fields: an empty body or {}.
+type emptyBodyIn struct {
+	ID   uuid.UUID `path:"id"`
+	If   concurrency.Precondition
+	Body struct{} `required:"false"`
+}
+
+func (h handlers) rotateSecret(ctx context.Context, in *emptyBodyIn) (*subscriptionOut, error) {
+	sub, secret, err := h.s.RotateSecret(ctx, in.ID, in.If)
 	if err != nil {
-		return err
-	}
-	if err := httpapi.BindJSON(c, &struct{}{}, httpapi.AllowEmpty); err != nil {
-		return err
-	}
-	sub, secret, err := h.s.RotateSecret(c.Request.Context(), id, httpapi.Precondition(c))
-	if err != nil {
-		return err
+		return nil, err
 	}
 	resp := toSubscriptionResponse(sub)
 	resp.Secret = secret
-	httpapi.SetETag(c, resp.Version)
-	c.JSON(http.StatusOK, resp)
-	return nil
+	return subscriptionAnswer(resp), nil
 }
 
 // --- events
 
 type publishEventRequest struct {
-	ID   string          `json:"id"`
+	ID   string          `json:"id,omitempty" doc:"the client's id; the same id again is a no-op"`
 	Type string          `json:"type"`
 	Data json.RawMessage `json:"data"`
 }
@@ -214,24 +234,29 @@ type publishEventResponse struct {
 	ID         string `json:"id"`
 	Type       string `json:"type"`
 	Deliveries int    `json:"deliveries"`
-	Duplicate  bool   `json:"duplicate,omitempty"`
+	Duplicate  bool   `json:"duplicate,omitempty" doc:"true (with 200) when an event with this id, type and data was already accepted: nothing new happens"`
 }
 
-func (h handlers) publishEvent(c *gin.Context) error {
-	var req publishEventRequest
-	if err := httpapi.BindJSON(c, &req); err != nil {
-		return err
-	}
-	res, err := h.s.PublishEvent(c.Request.Context(), EventInput{ID: req.ID, Type: req.Type, Data: req.Data})
+type publishEventIn struct {
+	Body publishEventRequest
+}
+
+type publishEventOut struct {
+	Status int // 202, or 200 for a duplicate
+	Body   publishEventResponse
+}
+
+func (h handlers) publishEvent(ctx context.Context, in *publishEventIn) (*publishEventOut, error) {
+	res, err := h.s.PublishEvent(ctx, EventInput{ID: in.Body.ID, Type: in.Body.Type, Data: in.Body.Data})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	status := http.StatusAccepted
+	out := &publishEventOut{Status: http.StatusAccepted,
+		Body: publishEventResponse{ID: res.ID, Type: res.Type, Deliveries: res.Deliveries, Duplicate: res.Duplicate}}
 	if res.Duplicate {
-		status = http.StatusOK // the event was already accepted: nothing new happened
+		out.Status = http.StatusOK // the event was already accepted: nothing new happened
 	}
-	c.JSON(status, publishEventResponse{ID: res.ID, Type: res.Type, Deliveries: res.Deliveries, Duplicate: res.Duplicate})
-	return nil
+	return out, nil
 }
 
 // --- deliveries
@@ -308,91 +333,58 @@ type deliveryCursor struct {
 	Before uuid.UUID `json:"before"`
 }
 
-func (h handlers) listDeliveries(c *gin.Context) error {
-	page, err := httpapi.ParsePage(c)
-	if err != nil {
-		return err
+type listDeliveriesIn struct {
+	Page           httpapi.Page
+	Status         string    `query:"status" enum:"pending,succeeded,failed"`
+	SubscriptionID uuid.UUID `query:"subscription_id"`
+	EventType      string    `query:"event_type"`
+}
+
+func (h handlers) listDeliveries(ctx context.Context, in *listDeliveriesIn) (*listOut[deliveryResponse], error) {
+	f := DeliveryFilter{Status: DeliveryStatus(in.Status), SubscriptionID: in.SubscriptionID, EventType: in.EventType}
+	if f.EventType != "" {
+		if err := validateEventType(f.EventType); err != nil {
+			return nil, httpapi.InvalidQuery("event_type", err.Error())
+		}
 	}
-	f, err := deliveryFilter(c)
-	if err != nil {
-		return err
-	}
-	ds, next, err := httpapi.Paginate(page, func(cur deliveryCursor, limit int) ([]Delivery, error) {
-		return h.s.Deliveries(c.Request.Context(), f, cur.Before, limit)
+	ds, next, err := httpapi.Paginate(in.Page, func(cur deliveryCursor, limit int) ([]Delivery, error) {
+		return h.s.Deliveries(ctx, f, cur.Before, limit)
 	}, func(last Delivery) deliveryCursor { return deliveryCursor{Before: last.ID} })
 	if err != nil {
-		return err
+		return nil, err
 	}
 	items := make([]deliveryResponse, len(ds))
 	for i, d := range ds {
 		items[i] = toDeliveryResponse(d)
 	}
-	c.JSON(http.StatusOK, httpapi.NewList(items, next))
-	return nil
+	return &listOut[deliveryResponse]{Body: httpapi.NewList(items, next)}, nil
 }
 
-// deliveryFilter reads ?status, ?subscription_id and ?event_type; a bad value is 400 invalid_query.
-func deliveryFilter(c *gin.Context) (DeliveryFilter, error) {
-	var f DeliveryFilter
-	if v, ok := c.GetQuery("status"); ok && v != "" {
-		switch s := DeliveryStatus(v); s {
-		case StatusPending, StatusSucceeded, StatusFailed:
-			f.Status = s
-		default:
-			return f, httpapi.InvalidQuery("status", "must be pending, succeeded or failed")
-		}
-	}
-	var err error
-	if f.SubscriptionID, err = httpapi.QueryUUID(c, "subscription_id"); err != nil {
-		return f, err
-	}
-	if v, ok := c.GetQuery("event_type"); ok && v != "" {
-		if err := validateEventType(v); err != nil {
-			return f, httpapi.InvalidQuery("event_type", err.Error())
-		}
-		f.EventType = v
-	}
-	return f, nil
+type deliveryOut struct {
+	ETag string `header:"ETag"`
+	Body deliveryResponse
 }
 
-func (h handlers) getDelivery(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
+func (h handlers) getDelivery(ctx context.Context, in *byID) (*deliveryOut, error) {
+	d, attempts, err := h.s.Delivery(ctx, in.ID)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	d, attempts, err := h.s.Delivery(c.Request.Context(), id)
+	payload, err := h.s.EventPayload(ctx, d.EventID)
 	if err != nil {
-		return err
-	}
-	if httpapi.NotModified(c, d.Version.String()) {
-		return nil
-	}
-	payload, err := h.s.EventPayload(c.Request.Context(), d.EventID)
-	if err != nil {
-		return err
+		return nil, err
 	}
 	resp := toDeliveryResponse(d)
 	resp.Attempts = toAttemptResponses(attempts)
 	resp.Payload = payload
-	httpapi.SetETag(c, resp.Version)
-	c.JSON(http.StatusOK, resp)
-	return nil
+	return &deliveryOut{ETag: resp.Version, Body: resp}, nil
 }
 
-func (h handlers) redeliver(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
+func (h handlers) redeliver(ctx context.Context, in *emptyBodyIn) (*deliveryOut, error) {
+	d, err := h.s.Redeliver(ctx, in.ID, in.If)
 	if err != nil {
-		return err
-	}
-	if err := httpapi.BindJSON(c, &struct{}{}, httpapi.AllowEmpty); err != nil {
-		return err
-	}
-	d, err := h.s.Redeliver(c.Request.Context(), id, httpapi.Precondition(c))
-	if err != nil {
-		return err
+		return nil, err
 	}
 	resp := toDeliveryResponse(d)
-	httpapi.SetETag(c, resp.Version)
-	c.JSON(http.StatusAccepted, resp)
-	return nil
+	return &deliveryOut{ETag: resp.Version, Body: resp}, nil
 }

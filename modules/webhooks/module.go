@@ -12,17 +12,20 @@ import (
 	"os"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/modules/webhooks/contract"
 	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
 )
+
+//go:embed openapi.json
+var legacyOpenAPI []byte
 
 // Name is the module's name: migration owner, consumer prefix, log attribute.
 const Name = "webhooks"
@@ -40,10 +43,7 @@ const deliveryConcurrency = 16
 
 const defaultSweepBatch = 500
 
-//go:embed openapi.json
-var openAPIFragment []byte
-
-// Config tunes delivery (API.md, WEBHOOKS_* variables).
+// Config tunes delivery; app fills it from the WEBHOOKS_* variables (docs/operations.md).
 type Config struct {
 	AllowPrivateTargets bool            // allow loopback, private and link-local targets (dev and tests)
 	AllowedTargets      []string        // host:port pairs reached even when private (a receiver on the compose network)
@@ -75,7 +75,7 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// DefaultConfig is the configuration API.md documents.
+// DefaultConfig is the documented default configuration (docs/webhooks.md).
 // SendTimeout is the low end of the Standard Webhooks recommendation (15–30 s).
 func DefaultConfig() Config {
 	return Config{
@@ -148,7 +148,7 @@ func (m *Module) Name() string { return Name }
 // Migrations implements module.Module.
 func (m *Module) Migrations() fs.FS { return migrations.For(Name) }
 
-// Register builds the service and declares routes, consumers, the sweep and the OpenAPI fragment.
+// Register builds the service and declares routes, consumers and the sweep.
 func (m *Module) Register(r *module.Registry) error {
 	svc, err := NewService(m.cfg, r.DB, r.Events, r.Catalog(), r.Logger, r.Metrics)
 	if err != nil {
@@ -159,14 +159,14 @@ func (m *Module) Register(r *module.Registry) error {
 	}
 	m.service = svc
 	svc.traceAttempts(r.TracerProvider)
-	r.Routes(func(api *gin.RouterGroup) { mountRoutes(api.Group("/webhooks"), svc) })
+	r.Routes(func(api *httpapi.API) { mountRoutes(api, svc) })
+	r.OpenAPI(legacyOpenAPI) // the routes not yet declared with httpapi.Handle
 	// Every public event of every module becomes a webhook event: no list here.
 	r.PublicEvents(contract.Events...)
 	r.SubscribePublicEvents(messaging.Subscription{Consumer: fanoutConsumer, Handle: svc.handleIntegrationEvent})
 	r.Subscribe(messaging.Subscription{Consumer: deliveryConsumer, EventTypes: []string{contract.DeliveryRequested},
 		Concurrency: deliveryConcurrency, Handle: svc.handleDeliveryRequested})
 	r.Schedule(jobs.Schedule{Name: sweepSchedule, Interval: m.cfg.SweepInterval, Run: svc.Sweep})
-	r.OpenAPI(openAPIFragment)
 	return m.registerProposals(r, svc)
 }
 

@@ -6,14 +6,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/platform/database/dbtest"
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/module"
 	"github.com/keelson/keelson/platform/outbox"
 )
 
-func Test_the_OpenAPI_fragment_documents_exactly_the_mounted_routes(t *testing.T) {
-	db := dbtest.New(t, Name)
+func Test_the_OpenAPI_document_describes_exactly_the_mounted_routes(t *testing.T) {
+	db := dbtest.New(t, migrations.Sets(Name)...)
 	pub, err := outbox.NewPublisher(db)
 	require.NoError(t, err)
 	promReg := prometheus.NewRegistry()
@@ -27,7 +28,7 @@ func Test_the_OpenAPI_fragment_documents_exactly_the_mounted_routes(t *testing.T
 	for _, rs := range reg.RouteSets() {
 		rs.Mount(api)
 	}
-	doc, err := httpapi.OpenAPIDocument(reg.OpenAPIFragments()...)
+	doc, err := api.Document(reg.Catalog().Docs())
 	require.NoError(t, err)
 	require.NoError(t, httpapi.CheckOpenAPI(engine, doc))
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/modules/conversations"
 	"github.com/keelson/keelson/modules/proposals"
 	"github.com/keelson/keelson/modules/webhooks"
@@ -48,7 +49,7 @@ func testModules(t testing.TB) []module.Module {
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	db := dbtest.Create(t, "webhooks", "conversations", "proposals")
+	db := dbtest.Create(t, migrations.Sets("webhooks", "conversations", "proposals")...)
 	bus := hosttest.Broker()
 	start := func() *hosttest.Replica {
 		return hosttest.Start(t, db.Open(t), hosttest.Options{Messaging: bus, Background: true, Console: true}, testModules(t)...)

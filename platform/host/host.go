@@ -124,6 +124,7 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 		ConflictCodes:      registry.ConflictCodes(),
 		OpenAPI:            registry.OpenAPIFragments(),
 		DB:                 opts.DB,
+		Events:             registry.Catalog().Docs,
 	})
 	if err != nil {
 		return nil, err

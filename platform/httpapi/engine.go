@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -32,7 +33,7 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// ConflictCodes maps a table ("proposals") to the code and detail of its 409 instead of concurrency_conflict.
 	ConflictCodes map[string]ConflictAnswer
-	// OpenAPI are module fragments merged into /openapi.json.
+	// OpenAPI are hand-written fragments merged into /openapi.json besides the declared routes.
 	OpenAPI [][]byte
 	// CORSAllowedOrigins are the browser origins (https://app.example.com) allowed to call the
 	// API cross-origin; none means no CORS headers at all.
@@ -42,12 +43,14 @@ type Options struct {
 	// TracerProvider records a span per request; nil means tracing is off (traceparent is still
 	// read, for logs and events).
 	TracerProvider trace.TracerProvider
+	// Events lists the public events the document's "webhooks" section describes; nil = none.
+	Events func() []EventDoc
 }
 
 // NewEngine builds the gin engine with the middleware, the operations endpoints (/healthz, /readyz,
 // /metrics, /openapi.json) and the problem+json answers for unknown routes. It returns the engine and
-// the authenticated /api/v1 group on which modules mount their routes.
-func NewEngine(opts Options) (*gin.Engine, *gin.RouterGroup, error) {
+// the authenticated /api/v1 group on which modules declare their routes.
+func NewEngine(opts Options) (*gin.Engine, *API, error) {
 	if opts.Logger == nil {
 		return nil, nil, errors.New("httpapi: nil Logger")
 	}
@@ -67,8 +70,7 @@ func NewEngine(opts Options) (*gin.Engine, *gin.RouterGroup, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	doc, err := OpenAPIDocument(opts.OpenAPI...)
-	if err != nil {
+	if _, err := OpenAPIDocument(opts.OpenAPI...); err != nil {
 		return nil, nil, err
 	}
 	corsMiddleware, err := cors(opts.CORSAllowedOrigins)
@@ -114,12 +116,26 @@ func NewEngine(opts Options) (*gin.Engine, *gin.RouterGroup, error) {
 	engine.GET("/healthz", healthz)
 	engine.GET("/readyz", readyz(opts.Ready, readyTimeout, opts.Logger))
 	engine.GET("/metrics", metricsHandler(opts.Metrics))
-	engine.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", doc) })
-
-	api := engine.Group(APIPrefix, auth.middleware(), jsonGuard())
+	api := &API{RouterGroup: engine.Group(APIPrefix, auth.middleware(), jsonGuard())}
 	if opts.DB != nil {
 		api.Use((&idempotency{db: opts.DB}).middleware())
 	}
+	// Built at the first request, once every module has declared its routes.
+	document := sync.OnceValues(func() ([]byte, error) {
+		var events []EventDoc
+		if opts.Events != nil {
+			events = opts.Events()
+		}
+		return api.Document(events, opts.OpenAPI...)
+	})
+	engine.GET("/openapi.json", H(func(c *gin.Context) error {
+		doc, err := document()
+		if err != nil {
+			return err
+		}
+		c.Data(http.StatusOK, "application/json", doc)
+		return nil
+	}))
 	return engine, api, nil
 }
 

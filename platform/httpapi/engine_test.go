@@ -191,9 +191,9 @@ func newServerWithRoutes(t *testing.T, extra func(api *gin.RouterGroup), mutate 
 	}
 	engine, api, err := httpapi.NewEngine(opts)
 	require.NoError(t, err)
-	testRoutes(api)
+	testRoutes(api.RouterGroup)
 	if extra != nil {
-		extra(api)
+		extra(api.RouterGroup)
 	}
 	srv := httptest.NewServer(engine)
 	t.Cleanup(srv.Close)

@@ -35,6 +35,7 @@ func OpenAPIDocument(fragments ...[]byte) ([]byte, error) {
 		var frag struct {
 			Paths      map[string]map[string]any `json:"paths"`
 			Components map[string]map[string]any `json:"components"`
+			Webhooks   map[string]map[string]any `json:"webhooks"`
 		}
 		if err := json.Unmarshal(raw, &frag); err != nil {
 			return nil, fmt.Errorf("httpapi: OpenAPI fragment %d: %w", i, err)
@@ -44,16 +45,57 @@ func OpenAPIDocument(fragments ...[]byte) ([]byte, error) {
 				return nil, fmt.Errorf("httpapi: OpenAPI fragment %d: path %s: %w", i, path, err)
 			}
 		}
+		if len(frag.Webhooks) > 0 {
+			if doc["webhooks"] == nil {
+				doc["webhooks"] = map[string]any{}
+			}
+			for name, item := range frag.Webhooks {
+				if err := mergeInto(doc["webhooks"].(map[string]any), name, item); err != nil {
+					return nil, fmt.Errorf("httpapi: OpenAPI fragment %d: webhook %s: %w", i, name, err)
+				}
+			}
+		}
 		for section, entries := range frag.Components {
 			if err := mergeInto(components, section, entries); err != nil {
 				return nil, fmt.Errorf("httpapi: OpenAPI fragment %d: components.%s: %w", i, section, err)
 			}
 		}
 	}
+	withRequestID(doc)
 	if missing := unresolvedRefs(doc); len(missing) > 0 {
 		return nil, fmt.Errorf("httpapi: OpenAPI $ref without a target: %s", strings.Join(missing, ", "))
 	}
 	return json.MarshalIndent(doc, "", "  ")
+}
+
+// withRequestID documents the X-Request-Id header every answer carries.
+func withRequestID(doc map[string]any) {
+	add := func(resp any) {
+		r, ok := resp.(map[string]any)
+		if !ok || r["$ref"] != nil {
+			return
+		}
+		headers, _ := r["headers"].(map[string]any)
+		if headers == nil {
+			headers = map[string]any{}
+			r["headers"] = headers
+		}
+		headers["X-Request-Id"] = map[string]any{"$ref": "#/components/headers/X-Request-Id"}
+	}
+	for _, item := range doc["paths"].(map[string]any) {
+		for _, m := range operationMethods {
+			op, _ := item.(map[string]any)[m].(map[string]any)
+			responses, _ := op["responses"].(map[string]any)
+			for _, resp := range responses {
+				add(resp)
+			}
+		}
+	}
+	components, _ := doc["components"].(map[string]any)
+	responses, _ := components["responses"].(map[string]any)
+	for _, resp := range responses {
+		add(resp)
+	}
 }
 
 // unresolvedRefs lists the local "$ref"s of doc that point at nothing, so a typo fails at start.

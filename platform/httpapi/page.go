@@ -10,7 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// Page bounds of ?limit (API.md, Lists).
+// Page bounds of ?limit, the same for every list.
 const (
 	DefaultLimit = 50
 	MaxLimit     = 200

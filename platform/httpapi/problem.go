@@ -9,7 +9,7 @@ import (
 	"github.com/keelson/keelson/platform/database"
 )
 
-// Problem codes of the API contract (API.md, Conventions).
+// Problem codes of the API contract, listed in the served /openapi.json.
 const (
 	CodeUnauthorized         = "unauthorized"
 	CodeMalformedJSON        = "malformed_json"

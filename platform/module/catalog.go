@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/keelson/keelson/platform/httpapi"
 )
 
 // EventType declares one public integration event of a module: webhook subscribers may receive it.
@@ -158,6 +160,16 @@ func (c *Catalog) Entries() []CatalogEntry {
 		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out
+}
+
+// Docs returns the catalog as the OpenAPI document's "webhooks" section describes it.
+func (c *Catalog) Docs() []httpapi.EventDoc {
+	entries := c.Entries()
+	out := make([]httpapi.EventDoc, len(entries))
+	for i, e := range entries {
+		out[i] = httpapi.EventDoc{Type: e.Type, Description: e.Description, Payload: e.Payload, Example: e.Example}
+	}
 	return out
 }
 

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"log/slog"
 
-	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
@@ -68,10 +67,10 @@ type declared struct {
 	catalogSubs   []messaging.Subscription // EventTypes filled with the catalog's types when read
 }
 
-// RouteSet mounts a module's routes on the authenticated /api/v1 group.
+// RouteSet declares a module's routes on the authenticated /api/v1 group.
 type RouteSet struct {
 	Module string
-	Mount  func(api *gin.RouterGroup)
+	Mount  func(api *httpapi.API)
 }
 
 // NewRegistry returns an empty registry carrying deps.
@@ -89,8 +88,9 @@ func (r *Registry) For(m Module) *Registry {
 	return &Registry{Deps: deps, module: m.Name(), declared: r.declared}
 }
 
-// Routes mounts handlers under /api/v1 (bearer auth already applied).
-func (r *Registry) Routes(mount func(api *gin.RouterGroup)) {
+// Routes declares handlers under /api/v1 (bearer auth already applied), with httpapi.Handle on
+// api.Module(prefix, tag): the OpenAPI document is generated from those declarations.
+func (r *Registry) Routes(mount func(api *httpapi.API)) {
 	r.routes = append(r.routes, RouteSet{Module: r.module, Mount: mount})
 }
 

@@ -31,9 +31,9 @@ type Database struct {
 	URL  string
 }
 
-// Create makes a new database, applies the migrations of the given owners ("platform" is always
-// first), and drops it when the test ends.
-func Create(t testing.TB, owners ...string) *Database {
+// Create makes a new database, applies the platform's migrations and then the sets it is given
+// (a module's Migrations(), or migrations.Sets for the shipped modules), and drops it when the test ends.
+func Create(t testing.TB, sets ...database.MigrationSet) *Database {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -57,14 +57,9 @@ func Create(t testing.TB, owners ...string) *Database {
 	u.Path = "/" + name
 	d := &Database{Name: name, URL: u.String()}
 
-	sets := []database.MigrationSet{{Owner: "platform", FS: migrations.For("platform")}}
-	for _, owner := range owners {
-		if owner != "platform" {
-			sets = append(sets, database.MigrationSet{Owner: owner, FS: migrations.For(owner)})
-		}
-	}
+	all := append([]database.MigrationSet{{Owner: "platform", FS: migrations.For("platform")}}, sets...)
 	db := d.Open(t)
-	if err := database.Migrate(ctx, db.SQL(), sets); err != nil {
+	if err := database.Migrate(ctx, db.SQL(), all); err != nil {
 		t.Fatalf("dbtest: migrate %s: %v", name, err)
 	}
 	return d
@@ -85,9 +80,9 @@ func (d *Database) Open(t testing.TB) *database.DB {
 }
 
 // New is Create followed by Open: the common case of one pool on a fresh database.
-func New(t testing.TB, owners ...string) *database.DB {
+func New(t testing.TB, sets ...database.MigrationSet) *database.DB {
 	t.Helper()
-	return Create(t, owners...).Open(t)
+	return Create(t, sets...).Open(t)
 }
 
 func drop(name string) {

@@ -27,7 +27,7 @@ type echo struct{}
 func (echo) Name() string      { return "echo" }
 func (echo) Migrations() fs.FS { return nil }
 func (echo) Register(r *module.Registry) error {
-	r.Routes(func(api *gin.RouterGroup) {
+	r.Routes(func(api *httpapi.API) {
 		api.POST("/echo", httpapi.H(func(c *gin.Context) error {
 			var in struct {
 				Text string `json:"text"`

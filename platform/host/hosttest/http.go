@@ -17,7 +17,7 @@ type Response struct {
 	Body   []byte
 }
 
-// Problem is a problem+json body (API.md).
+// Problem is a problem+json body (RFC 9457, with Keelson's code and errors).
 type Problem struct {
 	Type   string       `json:"type"`
 	Title  string       `json:"title"`
@@ -79,6 +79,7 @@ func (r *Replica) Do(t testing.TB, method, path string, body any, headers ...str
 	if err != nil {
 		t.Fatalf("hosttest: read %s %s: %v", method, path, err)
 	}
+	contractOf(t, r.URL).Check(t, req, resp.StatusCode, resp.Header, raw)
 	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
 }
 

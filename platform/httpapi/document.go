@@ -1,0 +1,188 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"maps"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+)
+
+// EventDoc is a public event as the document's "webhooks" section shows it.
+type EventDoc struct {
+	Type        string
+	Description string
+	Payload     reflect.Type
+	Example     any
+}
+
+// problemResponses are the shared error responses of the base document, by status.
+var problemResponses = map[int]string{
+	http.StatusBadRequest: "BadRequest", http.StatusUnauthorized: "Unauthorized", http.StatusNotFound: "NotFound",
+	http.StatusConflict: "Conflict", http.StatusPreconditionFailed: "PreconditionFailed",
+	http.StatusRequestEntityTooLarge: "PayloadTooLarge", http.StatusUnsupportedMediaType: "UnsupportedMediaType",
+	http.StatusUnprocessableEntity: "ValidationFailed", http.StatusInternalServerError: "InternalError",
+}
+
+// Document is the served OpenAPI document: the base (operations routes, shared components), legacy
+// fragments, every declared route and every public event.
+func (a *API) Document(events []EventDoc, fragments ...[]byte) ([]byte, error) {
+	frag, err := a.fragment(events)
+	if err != nil {
+		return nil, err
+	}
+	return OpenAPIDocument(append(fragments, frag)...)
+}
+
+func (a *API) fragment(events []EventDoc) ([]byte, error) {
+	a.mu.Lock()
+	routes := slices.Clone(a.routes)
+	a.mu.Unlock()
+	reg := huma.NewMapRegistry("#/components/schemas/", huma.DefaultSchemaNamer)
+	paths := map[string]map[string]any{}
+	for _, r := range routes {
+		if paths[r.fullPath] == nil {
+			paths[r.fullPath] = map[string]any{}
+		}
+		paths[r.fullPath][strings.ToLower(r.Method)] = operation(reg, r)
+	}
+	hooks := map[string]any{}
+	for _, e := range events {
+		hooks[e.Type] = map[string]any{"post": eventOperation(reg, e)}
+	}
+	return json.Marshal(map[string]any{
+		"paths":      paths,
+		"components": map[string]any{"schemas": reg.Map()},
+		"webhooks":   hooks,
+	})
+}
+
+func operation(reg huma.Registry, r declaredRoute) map[string]any {
+	problems := map[int]bool{http.StatusUnauthorized: true, http.StatusInternalServerError: true}
+	for _, s := range r.Errors {
+		problems[s] = true
+	}
+	var params []any
+	var body map[string]any
+	for i := range r.in.NumField() {
+		f := r.in.Field(i)
+		switch {
+		case f.Tag.Get("path") != "":
+			params = append(params, parameter(f.Tag.Get("path"), "path", f, true))
+			problems[http.StatusNotFound] = true
+		case f.Tag.Get("query") != "":
+			params = append(params, parameter(f.Tag.Get("query"), "query", f, false))
+			problems[http.StatusBadRequest] = true
+		case f.Type == pageType:
+			params = append(params, ref("parameters/Limit"), ref("parameters/Cursor"))
+			problems[http.StatusBadRequest] = true
+		case f.Type == preconditionType:
+			params = append(params, ref("parameters/IfMatch"))
+			problems[http.StatusPreconditionFailed], problems[http.StatusConflict] = true, true
+		case f.Name == "Body":
+			body = map[string]any{
+				"required": f.Tag.Get("required") != "false",
+				"content":  map[string]any{"application/json": map[string]any{"schema": reg.Schema(f.Type, true, r.ID+"Request")}},
+			}
+			for _, s := range []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity} {
+				problems[s] = true
+			}
+		}
+	}
+	success := map[string]any{"description": http.StatusText(r.Status)}
+	headers := map[string]any{}
+	etag := false
+	for i := range r.out.NumField() {
+		f := r.out.Field(i)
+		switch {
+		case f.Tag.Get("header") != "":
+			headers[f.Tag.Get("header")] = ref("headers/" + f.Tag.Get("header"))
+			etag = etag || f.Tag.Get("header") == "ETag"
+		case f.Name == "Body" && r.Status != http.StatusNoContent:
+			success["content"] = map[string]any{"application/json": map[string]any{"schema": reg.Schema(f.Type, true, r.ID+"Response")}}
+		}
+	}
+	if len(headers) > 0 {
+		success["headers"] = headers
+	}
+	responses := map[string]any{strconv.Itoa(r.Status): success}
+	for _, other := range r.OtherStatuses {
+		alt := maps.Clone(success)
+		alt["description"] = http.StatusText(other)
+		responses[strconv.Itoa(other)] = alt
+	}
+	if etag && r.Method == http.MethodGet {
+		params = append(params, map[string]any{"name": "If-None-Match", "in": "header", "schema": map[string]any{"type": "string"},
+			"description": "ETags of the copy the client holds; the current one answers 304."})
+		responses["304"] = map[string]any{"description": "The client's copy is current.", "headers": map[string]any{"ETag": ref("headers/ETag")}}
+	}
+	for s := range problems {
+		if name, ok := problemResponses[s]; ok {
+			responses[strconv.Itoa(s)] = ref("responses/" + name)
+		} else {
+			responses[strconv.Itoa(s)] = map[string]any{"description": http.StatusText(s),
+				"content": map[string]any{ProblemContentType: map[string]any{"schema": ref("schemas/Problem")}}}
+		}
+	}
+	op := map[string]any{"operationId": r.ID, "summary": r.Summary, "tags": r.Tags, "responses": responses}
+	if len(params) > 0 {
+		op["parameters"] = params
+	}
+	if body != nil {
+		op["requestBody"] = body
+	}
+	if r.Scope != "" {
+		op["security"] = []any{map[string]any{"bearerAuth": []string{r.Scope}}}
+		op["x-required-scope"] = r.Scope
+	}
+	return op
+}
+
+func parameter(name, in string, f reflect.StructField, required bool) map[string]any {
+	schema := map[string]any{"type": "string"}
+	if f.Type == uuidType {
+		schema["format"] = "uuid"
+	}
+	if e := enumOf(f); e != nil {
+		schema["enum"] = e
+	}
+	p := map[string]any{"name": name, "in": in, "required": required, "schema": schema}
+	if d := f.Tag.Get("doc"); d != "" {
+		p["description"] = d
+	}
+	return p
+}
+
+func ref(target string) map[string]any { return map[string]any{"$ref": "#/components/" + target} }
+
+// eventOperation is what a subscriber's endpoint receives for one event type.
+func eventOperation(reg huma.Registry, e EventDoc) map[string]any {
+	envelope := map[string]any{
+		"type":     "object",
+		"required": []string{"id", "type", "timestamp", "data"},
+		"properties": map[string]any{
+			"id":        map[string]any{"type": "string", "description": "Event id, also the webhook-id header: deduplicate on it."},
+			"type":      map[string]any{"const": e.Type},
+			"timestamp": map[string]any{"type": "string", "format": "date-time"},
+			"data":      reg.Schema(e.Payload, true, ""),
+		},
+	}
+	header := func(name, doc string) map[string]any {
+		return map[string]any{"name": name, "in": "header", "required": true, "schema": map[string]any{"type": "string"}, "description": doc}
+	}
+	return map[string]any{
+		"operationId": "event." + e.Type,
+		"summary":     e.Description,
+		"tags":        []string{"events"},
+		"security":    []any{},
+		"parameters": []any{header("webhook-id", "The event id."), header("webhook-timestamp", "Unix seconds of this attempt."),
+			header("webhook-signature", "Standard Webhooks v1 signatures (v1,<base64 HMAC-SHA256>), space separated.")},
+		"requestBody": map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{
+			"schema": envelope, "example": map[string]any{"id": "evt_1", "type": e.Type, "timestamp": "2026-12-01T09:30:00Z", "data": e.Example}}}},
+		"responses": map[string]any{"2XX": map[string]any{"description": "Delivered; any other answer is retried."}},
+	}
+}

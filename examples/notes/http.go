@@ -20,7 +20,7 @@ type noteRequest struct {
 
 type noteResponse struct {
 	ID             uuid.UUID  `json:"id"`
-	ConversationID *uuid.UUID `json:"conversation_id"`
+	ConversationID *uuid.UUID `json:"conversation_id" nullable:"true"`
 	Title          string     `json:"title"`
 	Body           string     `json:"body"`
 	WordCount      *int       `json:"word_count"`

@@ -5,7 +5,6 @@ package notes
 
 import (
 	"embed"
-	"errors"
 	"io/fs"
 
 	"github.com/google/uuid"
@@ -61,8 +60,8 @@ func (m *Module) Service() *Service { return m.service }
 
 // Register declares the routes, the public events, the job kind and the consumer.
 func (m *Module) Register(r *module.Registry) error {
-	if r.DB == nil || r.Events == nil || r.Jobs == nil {
-		return errors.New("notes: DB, Events and Jobs are required")
+	if err := r.Requires("DB", "Events", "Jobs"); err != nil {
+		return err
 	}
 	m.service = &Service{db: r.DB, events: r.Events, jobs: r.Jobs}
 	h := &handlers{service: m.service}

@@ -4,7 +4,6 @@
 package conversations
 
 import (
-	"errors"
 	"io/fs"
 	"time"
 
@@ -82,15 +81,8 @@ func (m *Module) Service() *Service { return m.service }
 
 // Register mounts the routes, the reply job kind and the consumer of accepted proposals.
 func (m *Module) Register(r *module.Registry) error {
-	switch {
-	case r.DB == nil:
-		return errors.New("conversations: nil DB")
-	case r.Events == nil:
-		return errors.New("conversations: nil Events")
-	case r.Jobs == nil:
-		return errors.New("conversations: nil Jobs")
-	case r.Logger == nil:
-		return errors.New("conversations: nil Logger")
+	if err := r.Requires("DB", "Events", "Jobs", "Logger"); err != nil {
+		return err
 	}
 	m.service = newService(r.DB, r.Events, r.Jobs)
 	h := &handlers{service: m.service}

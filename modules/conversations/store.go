@@ -2,14 +2,12 @@ package conversations
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/database"
 )
 
@@ -32,23 +30,15 @@ func (s *store) createConversation(ctx context.Context, c *Conversation) error {
 }
 
 func (s *store) conversation(ctx context.Context, id uuid.UUID) (*Conversation, error) {
-	var c Conversation
-	err := s.db.Conn(ctx).Where("id = ?", id).Take(&c).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, apperr.NotFound("conversation", id.String())
-	}
-	return &c, err
+	return database.Get[Conversation](ctx, s.db, "conversation", id)
 }
 
 // conversationForUpdate reads a conversation and locks its row until the unit of work ends, so
 // writers that need no client precondition (a message post) queue instead of failing on the token.
 func (s *store) conversationForUpdate(ctx context.Context, id uuid.UUID) (*Conversation, error) {
-	var c Conversation
-	err := s.db.Conn(ctx).Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ?", id).Take(&c).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, apperr.NotFound("conversation", id.String())
-	}
-	return &c, err
+	return database.Get[Conversation](ctx, s.db, "conversation", id, func(q *gorm.DB) *gorm.DB {
+		return q.Clauses(clause.Locking{Strength: "UPDATE"})
+	})
 }
 
 // conversations lists newest first (ids are UUID v7, ordered by creation time).
@@ -91,12 +81,7 @@ func (s *store) createReply(ctx context.Context, m *Message) (bool, error) {
 }
 
 func (s *store) message(ctx context.Context, id uuid.UUID) (*Message, error) {
-	var m Message
-	err := s.db.Conn(ctx).Where("id = ?", id).Take(&m).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, apperr.NotFound("message", id.String())
-	}
-	return &m, err
+	return database.Get[Message](ctx, s.db, "message", id)
 }
 
 func (s *store) replyExists(ctx context.Context, sourceID uuid.UUID) (bool, error) {

@@ -4,7 +4,6 @@
 package proposals
 
 import (
-	"errors"
 	"io/fs"
 
 	"github.com/keelson/keelson/migrations"
@@ -35,13 +34,8 @@ func (m *Module) Service() *Service { return m.service }
 
 // Register mounts the routes, the two consumers and the 409 code of a second decision.
 func (m *Module) Register(r *module.Registry) error {
-	switch {
-	case r.DB == nil:
-		return errors.New("proposals: nil DB")
-	case r.Events == nil:
-		return errors.New("proposals: nil Events")
-	case r.Logger == nil:
-		return errors.New("proposals: nil Logger")
+	if err := r.Requires("DB", "Events", "Logger"); err != nil {
+		return err
 	}
 	m.service = newService(r.DB, r.Events, r.Logger)
 	h := &handlers{service: m.service}

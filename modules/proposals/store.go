@@ -2,13 +2,10 @@ package proposals
 
 import (
 	"context"
-	"errors"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/database"
 )
 
@@ -36,12 +33,7 @@ func (s *store) createIfAbsent(ctx context.Context, p *Proposal) (bool, error) {
 }
 
 func (s *store) get(ctx context.Context, id uuid.UUID) (*Proposal, error) {
-	var p Proposal
-	err := s.db.Conn(ctx).Where("id = ?", id).Take(&p).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, apperr.NotFound("proposal", id.String())
-	}
-	return &p, err
+	return database.Get[Proposal](ctx, s.db, "proposal", id)
 }
 
 func (s *store) list(ctx context.Context, f listFilter, after listCursor, limit int) ([]Proposal, error) {

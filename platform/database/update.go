@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/concurrency"
 )
 
@@ -52,4 +56,18 @@ func Update[T any](ctx context.Context, db *DB, c Change[T]) (*T, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// Get loads the row of T with primary key id in the unit of work in ctx, with its row version or
+// tokens; none is apperr.NotFound(entity, id) (404). scopes narrow the query (a lock, a soft-delete filter).
+func Get[T any](ctx context.Context, db *DB, entity string, id uuid.UUID, scopes ...func(*gorm.DB) *gorm.DB) (*T, error) {
+	var row T
+	err := db.Conn(ctx).Scopes(scopes...).Where("id = ?", id).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, apperr.NotFound(entity, id.String())
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &row, nil
 }

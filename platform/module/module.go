@@ -3,8 +3,10 @@ package module
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"log/slog"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
@@ -76,6 +78,23 @@ type RouteSet struct {
 // NewRegistry returns an empty registry carrying deps.
 func NewRegistry(deps Deps) *Registry {
 	return &Registry{Deps: deps, declared: &declared{conflictCodes: map[string]httpapi.ConflictAnswer{}, catalog: newCatalog()}}
+}
+
+// Requires fails, naming the module, when one of the named dependencies ("DB", "Events", "Jobs",
+// "Logger", "Metrics") is missing: a module's Register starts with it.
+func (r *Registry) Requires(deps ...string) error {
+	present := map[string]bool{"DB": r.DB != nil, "Events": r.Events != nil, "Jobs": r.Jobs != nil,
+		"Logger": r.Logger != nil, "Metrics": r.Metrics != nil}
+	var missing []string
+	for _, d := range deps {
+		if ok, known := present[d]; !known || !ok {
+			missing = append(missing, d)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s: missing %s", r.module, strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // For returns the registry as seen by one module: its logger names the module.

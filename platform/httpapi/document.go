@@ -62,7 +62,8 @@ func (a *API) fragment(events []EventDoc) ([]byte, error) {
 }
 
 func operation(reg huma.Registry, r declaredRoute) map[string]any {
-	problems := map[int]bool{http.StatusUnauthorized: true, http.StatusInternalServerError: true}
+	// Every API route may meet a missing token, an outage of the database, or a fault.
+	problems := map[int]bool{http.StatusUnauthorized: true, http.StatusInternalServerError: true, http.StatusServiceUnavailable: true}
 	for _, s := range r.Errors {
 		problems[s] = true
 	}
@@ -91,6 +92,13 @@ func operation(reg huma.Registry, r declaredRoute) map[string]any {
 			for _, s := range []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity} {
 				problems[s] = true
 			}
+		}
+	}
+	if r.Method == http.MethodPost {
+		params = append(params, map[string]any{"name": IdempotencyKeyHeader, "in": "header", "schema": map[string]any{"type": "string"},
+			"description": "Makes the POST safe to retry: the same key answers the stored response (24 h); another body with it 422, one still running 409."})
+		for _, s := range []int{http.StatusBadRequest, http.StatusConflict, http.StatusUnprocessableEntity} {
+			problems[s] = true
 		}
 	}
 	success := map[string]any{"description": http.StatusText(r.Status)}

@@ -28,7 +28,7 @@ func Test_the_OpenAPI_document_describes_exactly_the_mounted_routes(t *testing.T
 	for _, rs := range reg.RouteSets() {
 		rs.Mount(api)
 	}
-	doc, err := api.Document(reg.Catalog().Docs())
+	doc, err := api.Document(reg.Catalog().Docs(), reg.OpenAPIFragments()...)
 	require.NoError(t, err)
 	require.NoError(t, httpapi.CheckOpenAPI(engine, doc))
 }

@@ -59,11 +59,31 @@ func (Attempt) TableName() string { return "webhook_attempts" }
 // at least once overall, at most one send per claim. The outcome is committed with the xmin check
 // against the take's version: if a redelivery changed the row meanwhile, this attempt is recorded as
 // superseded and the redelivery's attempt counts.
+//
+// Before the take, the subscription's rate limit and the replica's send gate may make the request wait
+// (attemptWithinLimits): then nothing is taken and no attempt is spent.
 func (s *Service) handleDeliveryRequested(ctx context.Context, e messaging.Event) error {
 	var req contract.DeliveryRequestedPayload
 	if err := e.Decode(&req); err != nil {
 		return err
 	}
+	if req.SubscriptionID == uuid.Nil {
+		// A request published before requests named their subscription.
+		sub, ok, err := s.store.subscriptionOf(ctx, req.DeliveryID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			s.metrics.stale.Inc()
+			return nil
+		}
+		req.SubscriptionID = sub
+	}
+	return s.attemptWithinLimits(ctx, req)
+}
+
+// attempt takes the claim, sends and records the outcome.
+func (s *Service) attempt(ctx context.Context, req contract.DeliveryRequestedPayload) error {
 	attemptID, err := uuid.NewV7()
 	if err != nil {
 		return err
@@ -79,6 +99,17 @@ func (s *Service) handleDeliveryRequested(ctx context.Context, e messaging.Event
 	if !ok {
 		s.metrics.stale.Inc()
 		return nil
+	}
+	if slot := req.RateSlotAt; slot != nil {
+		// Taken ahead of its slot: send at the slot, or not at all if the moment passed.
+		select {
+		case <-time.After(time.Until(*slot)):
+		case <-ctx.Done():
+		}
+		if time.Now().After(slot.Add(rateTolerance)) || ctx.Err() != nil {
+			s.metrics.putBack.WithLabelValues("rate_limit_late").Inc()
+			return s.store.untake(ctx, t, s.now())
+		}
 	}
 	ctx, span := s.startAttempt(ctx, t.delivery)
 	res := s.send(ctx, t)

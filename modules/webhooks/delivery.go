@@ -46,6 +46,7 @@ type Delivery struct {
 	ClaimID        *uuid.UUID `gorm:"column:claim_id"`
 	SentClaimID    *uuid.UUID `gorm:"column:sent_claim_id"` // the claim whose attempt has started (CanStartAttempt)
 	ClaimedBy      string     `gorm:"column:claimed_by"`    // instance holding the claim: the claimer, then the sender
+	RateSlotAt     *time.Time `gorm:"column:rate_slot_at"`  // send time reserved under the rate limit while put back
 	LastStatusCode *int       `gorm:"column:last_status_code"`
 	LastError      string     `gorm:"column:last_error"`
 	CreatedAt      time.Time  `gorm:"column:created_at"`

@@ -172,7 +172,7 @@ func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {
 			if err != nil {
 				return err
 			}
-			req, err := s.deliveryRequested(ctx, d.ID, claim)
+			req, err := s.deliveryRequested(ctx, d, claim)
 			if err != nil {
 				return err
 			}
@@ -194,7 +194,8 @@ func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {
 }
 
 // deliveryRequested is the outbox message asking a consumer to attempt a claimed delivery.
-func (s *Service) deliveryRequested(ctx context.Context, deliveryID, claim uuid.UUID) (messaging.Event, error) {
-	return messaging.NewEvent(ctx, contract.Source, contract.DeliveryRequested,
-		contract.DeliveryRequestedPayload{DeliveryID: deliveryID, ClaimID: claim})
+func (s *Service) deliveryRequested(ctx context.Context, d *Delivery, claim uuid.UUID) (messaging.Event, error) {
+	return messaging.NewEvent(ctx, contract.Source, contract.DeliveryRequested, contract.DeliveryRequestedPayload{
+		DeliveryID: d.ID, ClaimID: claim, SubscriptionID: d.SubscriptionID, RateSlotAt: d.RateSlotAt,
+	})
 }

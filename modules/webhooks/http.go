@@ -79,6 +79,7 @@ type createSubscriptionRequest struct {
 	Enabled     *bool             `json:"enabled,omitempty" doc:"default true"`
 	Status      string            `json:"status,omitempty"`
 	Headers     map[string]string `json:"headers,omitempty"`
+	RateLimit   *float64          `json:"rate_limit,omitempty" doc:"requests per second, 0.1–10000; 0 or absent = no limit"`
 }
 
 type updateSubscriptionRequest struct {
@@ -88,6 +89,7 @@ type updateSubscriptionRequest struct {
 	Enabled     *bool              `json:"enabled,omitempty"`
 	Status      *string            `json:"status,omitempty"`
 	Headers     *map[string]string `json:"headers,omitempty"`
+	RateLimit   *float64           `json:"rate_limit,omitempty" doc:"requests per second; 0 removes the limit"`
 }
 
 type subscriptionResponse struct {
@@ -109,6 +111,8 @@ type subscriptionResponse struct {
 	UpdatedAt time.Time         `json:"updated_at"`
 	Version   string            `json:"version"`
 	Warnings  []string          `json:"warnings,omitempty"` // patterns matching no catalogued type, on create and update
+	// RateLimit is the requests per second sent to it at most, across replicas; null = no limit.
+	RateLimit *float64 `json:"rate_limit"`
 }
 
 // toSubscriptionResponse never includes the secret; create and rotate add it explicitly.
@@ -121,7 +125,7 @@ func toSubscriptionResponse(s Subscription) subscriptionResponse {
 		ID: s.ID, URL: s.URL, EventTypes: types, Description: s.Description, Enabled: s.Enabled,
 		Status: s.Status, DisabledReason: nullable(s.DisabledReason),
 		LastSuccessAt: utc(s.Health.LastSuccessAt), LastFailureAt: utc(s.Health.LastFailureAt),
-		ConsecutiveFailures: s.Health.ConsecutiveFailures, Headers: s.Headers.redacted(),
+		ConsecutiveFailures: s.Health.ConsecutiveFailures, Headers: s.Headers.redacted(), RateLimit: s.RateLimit,
 		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(), Version: s.Version.String(),
 	}
 }

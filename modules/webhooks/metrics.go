@@ -10,6 +10,7 @@ type metrics struct {
 	latency    *prometheus.HistogramVec // duration of each HTTP attempt
 	backlog    prometheus.Gauge         // due pending deliveries seen by the last sweep
 	stale      prometheus.Counter       // requests dropped: their claim no longer current or already taken
+	putBack    *prometheus.CounterVec   // requests put back to wait, by reason: rate_limit, endpoint_busy
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -31,8 +32,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "keelson", Subsystem: "webhooks", Name: "stale_requests_total",
 			Help: "Delivery requests ignored because their claim was no longer current or was already taken by another copy.",
 		}),
+		putBack: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "keelson", Subsystem: "webhooks", Name: "put_back_total",
+			Help: "Delivery requests put back to wait without an attempt, by reason: rate_limit (its slot is further than the horizon), endpoint_busy (the send gate refused).",
+		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.deliveries, m.latency, m.backlog, m.stale} {
+	for _, c := range []prometheus.Collector{m.deliveries, m.latency, m.backlog, m.stale, m.putBack} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -37,9 +37,12 @@ const (
 	sweepSchedule    = "webhooks.sweep"
 )
 
-// deliveryConcurrency is how many deliveries one replica sends at once: a send mostly waits on a
-// remote server (up to SendTimeout), so one at a time would let a single slow receiver stall all.
-const deliveryConcurrency = 16
+// Defaults of how many deliveries one replica sends at once, in all and to one endpoint: a send
+// mostly waits on a remote server (up to SendTimeout); the send gate keeps slow endpoints to half of it.
+const (
+	defaultConcurrency         = 128
+	defaultEndpointConcurrency = 32
+)
 
 const defaultSweepBatch = 500
 
@@ -55,6 +58,8 @@ type Config struct {
 	RetryAfterMax       time.Duration   // cap on a receiver's Retry-After (429, 503); 0 = 1 h
 	DisableAfter        time.Duration   // a subscription whose every attempt failed for this long is disabled...; 0 = 5 days
 	DisableMinAttempts  int             // ...once at least this many attempts failed in a row; 0 = 10
+	Concurrency         int             // deliveries one replica handles at once; 0 = 128 (at most messaging.MaxConcurrency)
+	EndpointConcurrency int             // sends in flight to one fast endpoint per replica; 0 = 32
 }
 
 // withDefaults fills the zero values that stand for a default.
@@ -71,6 +76,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DisableMinAttempts == 0 {
 		c.DisableMinAttempts = d.DisableMinAttempts
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = defaultConcurrency
+	}
+	if c.EndpointConcurrency == 0 {
+		c.EndpointConcurrency = defaultEndpointConcurrency
 	}
 	return c
 }
@@ -119,6 +130,12 @@ func (c Config) Validate() error {
 	if c.DisableAfter < 0 {
 		errs = append(errs, errors.New("webhooks: DisableAfter must not be negative"))
 	}
+	if c.Concurrency < 0 || c.Concurrency > messaging.MaxConcurrency {
+		errs = append(errs, fmt.Errorf("webhooks: Concurrency must be 0..%d", messaging.MaxConcurrency))
+	}
+	if c.EndpointConcurrency < 0 {
+		errs = append(errs, errors.New("webhooks: EndpointConcurrency must not be negative"))
+	}
 	if c.DisableMinAttempts < 0 {
 		errs = append(errs, errors.New("webhooks: DisableMinAttempts must not be negative"))
 	}
@@ -165,7 +182,7 @@ func (m *Module) Register(r *module.Registry) error {
 	r.PublicEvents(contract.Events...)
 	r.SubscribePublicEvents(messaging.Subscription{Consumer: fanoutConsumer, Handle: svc.handleIntegrationEvent})
 	r.Subscribe(messaging.Subscription{Consumer: deliveryConsumer, EventTypes: []string{contract.DeliveryRequested},
-		Concurrency: deliveryConcurrency, Handle: svc.handleDeliveryRequested})
+		Concurrency: m.cfg.Concurrency, Handle: svc.handleDeliveryRequested})
 	r.Schedule(jobs.Schedule{Name: sweepSchedule, Interval: m.cfg.SweepInterval, Run: svc.Sweep})
 	return m.registerProposals(r, svc)
 }
@@ -189,6 +206,8 @@ type Service struct {
 	tracer  trace.Tracer // nil: attempts record no span
 	// instance names this replica in claims and attempts (module.Deps.InstanceID, else hostname:pid).
 	instance string
+	gate     *sendGate
+	rates    *rateCache
 }
 
 // NewService wires the service; cfg must have passed Validate.
@@ -221,6 +240,7 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 		cfg: cfg, db: db, store: store{db: db}, events: events, catalog: catalog, targets: targets,
 		sender: newSender(cfg.SendTimeout, targets, time.Now),
 		log:    log, metrics: met, now: database.Now, jitter: jitter, instance: defaultInstance(),
+		gate: newSendGate(cfg.Concurrency, cfg.EndpointConcurrency, time.Now), rates: &rateCache{},
 	}, nil
 }
 

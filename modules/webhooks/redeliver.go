@@ -26,7 +26,7 @@ func (s *Service) Redeliver(ctx context.Context, id uuid.UUID, pre concurrency.P
 			} else if err != nil {
 				return err
 			}
-			req, err := s.deliveryRequested(ctx, d.ID, d.Redeliver(s.now(), s.cfg.ClaimLease, s.instance))
+			req, err := s.deliveryRequested(ctx, d, d.Redeliver(s.now(), s.cfg.ClaimLease, s.instance))
 			if err != nil {
 				return err
 			}

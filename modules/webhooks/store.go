@@ -90,7 +90,7 @@ func (s store) takeClaim(ctx context.Context, r takeRequest) (t taken, ok bool, 
 		FOR KEY SHARE OF s),
 	taken AS (
 		UPDATE webhook_deliveries d SET sent_claim_id = claim_id, next_attempt_at = @lease,
-			attempt_count = attempt_count + 1, claimed_by = @instance
+			attempt_count = attempt_count + 1, claimed_by = @instance, rate_slot_at = NULL
 		FROM sub
 		WHERE d.id = @id AND d.subscription_id = sub.id AND d.status = @pending AND d.claim_id = @claim
 			AND d.sent_claim_id IS DISTINCT FROM d.claim_id

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
@@ -39,7 +40,9 @@ type Subscription struct {
 	PreviousSecretExpiresAt *time.Time         `gorm:"column:previous_secret_expires_at"`
 	// Headers are sent with every attempt; stored beside the secret, with the same protection, and
 	// shown redacted.
-	Headers   headerMap          `gorm:"column:headers"`
+	Headers headerMap `gorm:"column:headers"`
+	// RateLimit caps the requests per second sent to it, across replicas; nil = no limit.
+	RateLimit *float64           `gorm:"column:rate_limit"`
 	CreatedAt time.Time          `gorm:"column:created_at"`
 	UpdatedAt time.Time          `gorm:"column:updated_at"`
 	DeletedAt *time.Time         `gorm:"column:deleted_at"`
@@ -61,6 +64,7 @@ type SubscriptionInput struct {
 	Enabled     *bool
 	Status      string
 	Headers     map[string]string
+	RateLimit   *float64 // requests per second; nil or 0 = no limit
 }
 
 // SubscriptionPatch changes a subscription; nil fields are left as they are. Enabled true resumes,
@@ -72,6 +76,7 @@ type SubscriptionPatch struct {
 	Enabled     *bool
 	Status      *string
 	Headers     *map[string]string // replaces the set; an empty map removes them all
+	RateLimit   *float64           // requests per second; 0 removes the limit
 }
 
 // newSubscription validates the input and returns the subscription with its secret.
@@ -93,6 +98,8 @@ func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy) 
 	}
 	headers, err := normalizeHeaders(in.Headers)
 	checkErr(&v, "headers", err)
+	rate, err := normalizeRateLimit(in.RateLimit)
+	checkErr(&v, "rate_limit", err)
 	secret := in.Secret
 	if secret != "" {
 		_, err := secretKey(secret)
@@ -112,7 +119,7 @@ func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy) 
 	}
 	sub := &Subscription{
 		ID: id, URL: in.URL, EventTypes: patterns, Description: in.Description,
-		Secret: secret, Headers: headers, CreatedAt: now, UpdatedAt: now,
+		Secret: secret, Headers: headers, RateLimit: rate, CreatedAt: now, UpdatedAt: now,
 	}
 	sub.setStatus(status, manualReason(status))
 	return sub, nil
@@ -152,11 +159,20 @@ func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets targetP
 		headers, err = normalizeHeaders(*p.Headers)
 		checkErr(&v, "headers", err)
 	}
+	var rate *float64
+	if p.RateLimit != nil {
+		var err error
+		rate, err = normalizeRateLimit(p.RateLimit)
+		checkErr(&v, "rate_limit", err)
+	}
 	if err := v.Err(); err != nil {
 		return err
 	}
 	if p.Headers != nil {
 		s.Headers = headers
+	}
+	if p.RateLimit != nil {
+		s.RateLimit = rate
 	}
 	if p.URL != nil {
 		s.URL = *p.URL
@@ -282,6 +298,24 @@ func validateDescription(d string) error {
 		return fmt.Errorf("must be at most %d characters", maxDescriptionLength)
 	}
 	return nil
+}
+
+// Bounds of a rate limit, in requests per second.
+const (
+	minRateLimit = 0.1
+	maxRateLimit = 10000.0
+)
+
+// normalizeRateLimit accepts nil or 0 (no limit) or a rate within bounds.
+func normalizeRateLimit(r *float64) (*float64, error) {
+	if r == nil || *r == 0 {
+		return nil, nil
+	}
+	if math.IsNaN(*r) || *r < minRateLimit || *r > maxRateLimit {
+		return nil, fmt.Errorf("must be 0 (no limit) or from %g to %g requests per second", minRateLimit, maxRateLimit)
+	}
+	v := *r
+	return &v, nil
 }
 
 // checkErr records err's message for field when err is not nil.

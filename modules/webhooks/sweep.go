@@ -34,7 +34,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 			if err := s.store.saveDelivery(ctx, d); err != nil {
 				return err
 			}
-			req, err := s.deliveryRequested(ctx, d.ID, claim)
+			req, err := s.deliveryRequested(ctx, d, claim)
 			if err != nil {
 				return err
 			}

@@ -40,7 +40,7 @@ func (s *Service) SendTest(ctx context.Context, id uuid.UUID) (Delivery, error) 
 		if err := s.store.createDeliveries(ctx, []*Delivery{d}); err != nil {
 			return err
 		}
-		req, err := s.deliveryRequested(ctx, d.ID, claim)
+		req, err := s.deliveryRequested(ctx, d, claim)
 		if err != nil {
 			return err
 		}

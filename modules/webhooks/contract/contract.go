@@ -21,10 +21,13 @@ const (
 // Source is the Source of every event the module publishes.
 const Source = "webhooks"
 
-// DeliveryRequestedPayload names the delivery and the claim the consumer must still hold.
+// DeliveryRequestedPayload names the delivery and the claim the consumer must still hold, its
+// subscription, and the send time it reserved under its subscription's rate limit, if any.
 type DeliveryRequestedPayload struct {
-	DeliveryID uuid.UUID `json:"delivery_id"`
-	ClaimID    uuid.UUID `json:"claim_id"`
+	DeliveryID     uuid.UUID  `json:"delivery_id"`
+	ClaimID        uuid.UUID  `json:"claim_id"`
+	SubscriptionID uuid.UUID  `json:"subscription_id,omitzero"`
+	RateSlotAt     *time.Time `json:"rate_slot_at,omitempty"`
 }
 
 // DeliveryFailedPayload describes a delivery given up after its last attempt.

@@ -1,0 +1,186 @@
+package webhooks
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/keelson/keelson/modules/webhooks/contract"
+)
+
+// rateTolerance is how late a reserved send may start; later, it reserves a new slot rather than
+// crowd the next ones (so no second at the receiver sees more than rate + 1 requests).
+const rateTolerance = 30 * time.Millisecond
+
+// takeAhead is how long before its slot a rate-limited delivery is taken, so the take's round trip
+// does not make the send late; the send itself waits for the slot.
+const takeAhead = 200 * time.Millisecond
+
+// rateCacheTTL is how long a replica trusts the rate limit it read: a change applies within it.
+const rateCacheTTL = time.Second
+
+// rateLead is how long before its reserved slot a put-back delivery becomes due: the sweep claims it
+// within SweepInterval, so it reaches a handler before the slot and waits the rest in a timer.
+func (s *Service) rateLead() time.Duration { return s.cfg.SweepInterval + 500*time.Millisecond }
+
+// rateHorizon is how far ahead a handler waits for a slot in a timer; further, the delivery is put
+// back until then. The claim's lease covers the wait and the send.
+func (s *Service) rateHorizon() time.Duration {
+	return min(2*s.rateLead(), (s.cfg.ClaimLease-s.cfg.SendTimeout)/2)
+}
+
+// attemptWithinLimits applies the subscription's rate limit, then the replica's send gate, then
+// attempts. Waiting for either spends no attempt: the claim is not taken.
+func (s *Service) attemptWithinLimits(ctx context.Context, req contract.DeliveryRequestedPayload) error {
+	rate, err := s.rates.of(ctx, s.store, req.SubscriptionID, s.now())
+	if err != nil {
+		return err
+	}
+	if rate > 0 {
+		now := s.now()
+		if req.RateSlotAt == nil || now.After(req.RateSlotAt.Add(rateTolerance)) {
+			slot, err := s.store.reserveRateSlot(ctx, req.SubscriptionID, rate)
+			if err != nil {
+				return err
+			}
+			req.RateSlotAt = &slot
+		}
+		wait := req.RateSlotAt.Sub(now)
+		if wait > s.rateHorizon() {
+			s.metrics.putBack.WithLabelValues("rate_limit").Inc()
+			return s.putBack(ctx, req, req.RateSlotAt.Add(-s.rateLead()), req.RateSlotAt)
+		}
+		if wait > takeAhead {
+			// The handler returns; the claim, untaken, waits for its slot in a timer.
+			detached := context.WithoutCancel(ctx)
+			time.AfterFunc(wait-takeAhead, func() {
+				if err := s.attemptAtSlot(detached, req); err != nil {
+					s.log.ErrorContext(detached, "rate-limited delivery not attempted at its slot", "delivery_id", req.DeliveryID, "error", err)
+				}
+			})
+			return nil
+		}
+	}
+	return s.attemptGated(ctx, req)
+}
+
+// attemptAtSlot runs just before a reserved slot; a timer that fired too late reserves anew.
+func (s *Service) attemptAtSlot(ctx context.Context, req contract.DeliveryRequestedPayload) error {
+	if req.RateSlotAt != nil && s.now().After(req.RateSlotAt.Add(rateTolerance)) {
+		req.RateSlotAt = nil
+		return s.attemptWithinLimits(ctx, req)
+	}
+	return s.attemptGated(ctx, req)
+}
+
+// attemptGated attempts once the send gate admits the endpoint; else the delivery is put back.
+func (s *Service) attemptGated(ctx context.Context, req contract.DeliveryRequestedPayload) error {
+	pass, retryIn := s.gate.admit(req.SubscriptionID)
+	if pass == nil {
+		s.metrics.putBack.WithLabelValues("endpoint_busy").Inc()
+		return s.putBack(ctx, req, s.now().Add(retryIn), req.RateSlotAt)
+	}
+	defer s.gate.release(pass)
+	return s.attempt(ctx, req)
+}
+
+// putBack releases an untaken claim until due, keeping a reserved rate slot; a claim no longer
+// current was handled elsewhere: nothing to do.
+func (s *Service) putBack(ctx context.Context, req contract.DeliveryRequestedPayload, due time.Time, slot *time.Time) error {
+	ok, err := s.store.putBack(ctx, req.DeliveryID, req.ClaimID, due, slot)
+	if err == nil && !ok {
+		s.metrics.stale.Inc()
+	}
+	return err
+}
+
+// rateCache remembers subscriptions' rate limits for rateCacheTTL.
+type rateCache struct{ m sync.Map }
+
+type cachedRate struct {
+	rate float64
+	at   time.Time
+}
+
+func (c *rateCache) of(ctx context.Context, st store, sub uuid.UUID, now time.Time) (float64, error) {
+	if v, ok := c.m.Load(sub); ok && now.Sub(v.(cachedRate).at) < rateCacheTTL {
+		return v.(cachedRate).rate, nil
+	}
+	rate, err := st.rateLimit(ctx, sub)
+	if err != nil {
+		return 0, err
+	}
+	c.m.Store(sub, cachedRate{rate: rate, at: now})
+	return rate, nil
+}
+
+// rateLimit reads a subscription's limit; 0 when none (or the subscription is gone).
+func (s store) rateLimit(ctx context.Context, sub uuid.UUID) (float64, error) {
+	var rate sql.NullFloat64
+	err := s.conn(ctx).Raw(`SELECT rate_limit FROM webhook_subscriptions WHERE id = ?`, sub).Row().Scan(&rate)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("rate limit of subscription %s: %w", sub, err)
+	}
+	return rate.Float64, nil
+}
+
+// reserveRateSlot reserves the subscription's next send time by GCRA in one statement, across all
+// replicas: the slot is the theoretical arrival time, pushed one emission interval (1/rate) further
+// for the next reservation. The row lock of the upsert serializes concurrent reservations.
+func (s store) reserveRateSlot(ctx context.Context, sub uuid.UUID, rate float64) (time.Time, error) {
+	var slot time.Time
+	err := s.conn(ctx).Raw(`INSERT INTO webhook_rate_limits AS r (subscription_id, tat)
+		VALUES (@sub, clock_timestamp() + make_interval(secs => CAST(@secs AS double precision)))
+		ON CONFLICT (subscription_id) DO UPDATE
+			SET tat = greatest(r.tat, clock_timestamp()) + make_interval(secs => CAST(@secs AS double precision))
+		RETURNING tat - make_interval(secs => CAST(@secs AS double precision))`,
+		sql.Named("sub", sub), sql.Named("secs", 1/rate)).Row().Scan(&slot)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reserve a send slot of subscription %s: %w", sub, err)
+	}
+	return slot, nil
+}
+
+// putBack clears an untaken claim and makes the delivery due at due, with its reserved slot if any.
+// No attempt is counted. ok is false when the claim is no longer current or already taken.
+func (s store) putBack(ctx context.Context, id, claim uuid.UUID, due time.Time, slot *time.Time) (bool, error) {
+	res := s.conn(ctx).Exec(`UPDATE webhook_deliveries SET claim_id = NULL, claimed_by = '', next_attempt_at = ?, rate_slot_at = ?
+		WHERE id = ? AND status = ? AND claim_id = ? AND sent_claim_id IS DISTINCT FROM claim_id`,
+		due, slot, id, StatusPending, claim)
+	return res.RowsAffected == 1, res.Error
+}
+
+// subscriptionOf names a delivery's subscription, for requests published without it.
+func (s store) subscriptionOf(ctx context.Context, delivery uuid.UUID) (uuid.UUID, bool, error) {
+	var d Delivery
+	err := s.conn(ctx).Select("subscription_id").Where("id = ?", delivery).Take(&d).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return uuid.Nil, false, nil
+	}
+	return d.SubscriptionID, err == nil, err
+}
+
+// untake gives back a claim taken for a send that did not happen (its rate slot passed): the claim is
+// cleared, the attempt uncounted and its row removed, and the delivery is due now to reserve anew.
+// If a redelivery changed the row meanwhile, only the unsent attempt's row goes.
+func (s store) untake(ctx context.Context, t taken, now time.Time) error {
+	err := s.conn(ctx).Exec(`WITH released AS (
+		UPDATE webhook_deliveries SET claim_id = NULL, claimed_by = '', attempt_count = attempt_count - 1,
+			next_attempt_at = ?, rate_slot_at = NULL
+		WHERE id = ? AND xmin = ?
+		RETURNING id)
+	DELETE FROM webhook_attempts WHERE id = ?`, now, t.delivery.ID, uint32(t.delivery.Version), t.attempt.ID).Error
+	if err != nil {
+		return fmt.Errorf("give back the claim of delivery %s: %w", t.delivery.ID, err)
+	}
+	return nil
+}

@@ -1,0 +1,153 @@
+package webhooks
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/keelson/keelson/platform/host/hosttest"
+)
+
+// arrivals records when each request reached a receiver.
+type arrivals struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (a *arrivals) add() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.times = append(a.times, time.Now())
+}
+
+// busiestSecond is the most requests any one-second window saw.
+func (a *arrivals) busiestSecond() int {
+	a.mu.Lock()
+	ts := append([]time.Time(nil), a.times...)
+	a.mu.Unlock()
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+	most, j := 0, 0
+	for i := range ts {
+		for ts[i].Sub(ts[j]) >= time.Second {
+			j++
+		}
+		most = max(most, i-j+1)
+	}
+	return most
+}
+
+func Test_a_rate_limit_of_10_per_second_holds_across_two_replicas_and_all_300_events_arrive(t *testing.T) {
+	const events, rate = 300, 10
+	a := newHarness(t, testConfig(), harnessOptions{bus: true, jobs: true})
+	b := newHarness(t, testConfig(), harnessOptions{database: a.database, bus: true, jobs: true})
+	var seen arrivals
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		seen.add()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	r := a.call(http.MethodPost, "/subscriptions", map[string]any{"url": rc.URL, "event_types": []string{"*"}, "rate_limit": rate})
+	require.Equal(t, http.StatusCreated, r.status, string(r.body))
+	require.Equal(t, float64(rate), r.json(t)["rate_limit"])
+
+	ctx := context.Background()
+	start := time.Now()
+	for i := range events {
+		h := a
+		if i%2 == 1 {
+			h = b
+		}
+		_, err := h.svc.PublishEvent(ctx, EventInput{Type: "rate.check", Data: []byte(`{}`)})
+		require.NoError(t, err)
+	}
+	hosttest.Eventually(t, 90*time.Second, func() bool {
+		return hosttest.Count(t, a.db, "SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'") == events
+	}, "all %d delivered", events)
+	took := time.Since(start)
+
+	ids := map[string]bool{}
+	for _, req := range rc.received() {
+		ids[req.header.Get("webhook-id")] = true
+	}
+	require.Len(t, ids, events, "every event arrived")
+	require.Equal(t, events, rc.count(), "once each")
+	busiest := seen.busiestSecond()
+	require.LessOrEqual(t, busiest, rate+1, "no one-second window above the limit (+1)")
+	require.Equal(t, int64(events), hosttest.Count(t, a.db, "SELECT count(*) FROM webhook_attempts"), "waiting spent no attempt")
+	require.Zero(t, hosttest.Count(t, a.db, "SELECT count(*) FROM webhook_deliveries WHERE attempt_count <> 1"))
+	putBack := hosttest.Metric(t, a.registry, "keelson_webhooks_put_back_total", "reason", "rate_limit") +
+		hosttest.Metric(t, b.registry, "keelson_webhooks_put_back_total", "reason", "rate_limit")
+	t.Logf("%d events in %s, busiest second %d requests, %.0f requests put back to wait for their slot", events, took, busiest, putBack)
+	require.GreaterOrEqual(t, took, time.Duration(events/rate-2)*time.Second)
+}
+
+func Test_stalled_endpoints_on_two_replicas_leave_sending_capacity_to_a_healthy_one(t *testing.T) {
+	cfg := testConfig()
+	cfg.SendTimeout, cfg.ClaimLease = 20*time.Second, time.Minute
+	cfg.Concurrency = 8 // per replica: the stalled endpoints alone could hold every handler
+	a := newHarness(t, cfg, harnessOptions{bus: true, jobs: true})
+	b := newHarness(t, cfg, harnessOptions{database: a.database, bus: true, jobs: true})
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	stalled := make([]*receiver, 10)
+	for i := range stalled {
+		stalled[i] = newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+			select { // never answers within the send timeout
+			case <-release:
+			case <-r.Context().Done():
+			}
+		})
+		a.subscribe(stalled[i].URL, "stalled.*")
+	}
+	healthy := newReceiver(t, nil)
+	a.subscribe(healthy.URL, "healthy.*")
+	ctx := context.Background()
+	// The healthy endpoint has answered before: both replicas know it as fast.
+	for i := range 4 {
+		h := a
+		if i%2 == 1 {
+			h = b
+		}
+		_, err := h.svc.PublishEvent(ctx, EventInput{Type: "healthy.tick", Data: []byte(`{}`)})
+		require.NoError(t, err)
+	}
+	hosttest.Eventually(t, 20*time.Second, func() bool { return healthy.count() == 4 }, "healthy endpoint known")
+	for range 4 {
+		_, err := a.svc.PublishEvent(ctx, EventInput{Type: "stalled.tick", Data: []byte(`{}`)})
+		require.NoError(t, err)
+	}
+	hosttest.Eventually(t, 20*time.Second, func() bool {
+		n := 0
+		for _, s := range stalled {
+			n += s.count()
+		}
+		return n >= 4
+	}, "stalled endpoints hold sends in flight on both replicas")
+
+	// While those sends hang (20 s), the healthy endpoint's events go through at once.
+	started := time.Now()
+	const healthyEvents = 40
+	before := healthy.count()
+	for i := range healthyEvents {
+		h := a
+		if i%2 == 1 {
+			h = b
+		}
+		_, err := h.svc.PublishEvent(ctx, EventInput{Type: "healthy.tick", Data: []byte(`{}`)})
+		require.NoError(t, err)
+	}
+	hosttest.Eventually(t, 15*time.Second, func() bool { return healthy.count() == before+healthyEvents }, "healthy deliveries sent")
+	require.Less(t, time.Since(started), cfg.SendTimeout, "before any stalled send timed out")
+	inFlight := hosttest.Count(t, a.db, "SELECT count(*) FROM webhook_attempts WHERE result = 'in_flight'")
+	require.LessOrEqual(t, inFlight, int64(2*cfg.Concurrency*3/4), "stalled endpoints hold at most three quarters of each replica's handlers")
+	putBack := hosttest.Metric(t, a.registry, "keelson_webhooks_put_back_total", "reason", "endpoint_busy") +
+		hosttest.Metric(t, b.registry, "keelson_webhooks_put_back_total", "reason", "endpoint_busy")
+	require.Positive(t, putBack, "stalled endpoints' other deliveries were put back to wait")
+	waiting := hosttest.Count(t, a.db, `SELECT count(*) FROM webhook_deliveries WHERE event_type = 'stalled.tick' AND attempt_count = 0 AND status = 'pending'`)
+	require.Positive(t, waiting, "put back without an attempt")
+	t.Logf("%d stalled sends in flight, %.0f put back, %d stalled deliveries waiting without an attempt", inFlight, putBack, waiting)
+}

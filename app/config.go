@@ -42,6 +42,8 @@ type Config struct {
 	WebhooksRetryAfterMax       time.Duration
 	WebhooksDisableAfter        time.Duration
 	WebhooksDisableMinAttempts  int
+	WebhooksConcurrency         int
+	WebhooksEndpointConcurrency int
 
 	OTelTracesExporter string
 	OTelEndpoint       string
@@ -125,6 +127,10 @@ var Variables = []Variable{
 		set: func(c *Config, v string) error { return parseDuration(v, time.Second, &c.WebhooksDisableAfter) }},
 	{Name: "WEBHOOKS_DISABLE_MIN_ATTEMPTS", Default: "10", Usage: "...once at least this many attempts failed in a row",
 		set: func(c *Config, v string) error { return parseInt(v, 1, 1000000, &c.WebhooksDisableMinAttempts) }},
+	{Name: "WEBHOOKS_CONCURRENCY", Default: "128", Usage: "deliveries one replica handles at once (slow endpoints get at most three quarters)",
+		set: func(c *Config, v string) error { return parseInt(v, 4, 256, &c.WebhooksConcurrency) }},
+	{Name: "WEBHOOKS_ENDPOINT_CONCURRENCY", Default: "32", Usage: "sends in flight to one fast endpoint per replica",
+		set: func(c *Config, v string) error { return parseInt(v, 1, 256, &c.WebhooksEndpointConcurrency) }},
 	{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Default: "", Usage: "OTLP/HTTP collector base URL (http://collector:4318); empty = no spans exported",
 		set: func(c *Config, v string) error {
 			if v == "" {
@@ -219,6 +225,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("webhooks_retry_after_max", c.WebhooksRetryAfterMax),
 		slog.Duration("webhooks_disable_after", c.WebhooksDisableAfter),
 		slog.Int("webhooks_disable_min_attempts", c.WebhooksDisableMinAttempts),
+		slog.Int("webhooks_concurrency", c.WebhooksConcurrency),
+		slog.Int("webhooks_endpoint_concurrency", c.WebhooksEndpointConcurrency),
 		slog.String("otel_exporter_otlp_endpoint", maskURL(c.OTelEndpoint)),
 		slog.String("otel_traces_exporter", c.OTelTracesExporter),
 		slog.String("otel_service_name", c.OTelServiceName),

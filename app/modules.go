@@ -21,6 +21,8 @@ func modules(cfg Config) ([]module.Module, error) {
 		RetryAfterMax:       cfg.WebhooksRetryAfterMax,
 		DisableAfter:        cfg.WebhooksDisableAfter,
 		DisableMinAttempts:  cfg.WebhooksDisableMinAttempts,
+		Concurrency:         cfg.WebhooksConcurrency,
+		EndpointConcurrency: cfg.WebhooksEndpointConcurrency,
 	})
 	if err != nil {
 		return nil, err

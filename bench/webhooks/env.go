@@ -35,6 +35,9 @@ type environment struct {
 	apis     []string
 	logDir   string
 	client   *http.Client
+	extraEnv []string // WEBHOOKS_SEND_TIMEOUT when -send-timeout is given
+
+	latencySubscribed bool // the latency run's subscription exists (and has received)
 }
 
 func binary(ctx context.Context, path string) (string, func(), error) {
@@ -67,6 +70,9 @@ func newEnvironment(ctx context.Context, o options, bin string) (*environment, e
 	logDir, _ := os.MkdirTemp("", "keelson-bench-logs")
 	e := &environment{dbURL: dbURL, dropDB: drop, prefix: "bench.webhooks." + randomHex(4), amqpURL: o.amqpURL, logDir: logDir,
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+	if o.sendTimeout > 0 {
+		e.extraEnv = append(e.extraEnv, "WEBHOOKS_SEND_TIMEOUT="+o.sendTimeout.String())
+	}
 	e.receiver, err = newReceiver(ctx)
 	if err != nil {
 		e.close()
@@ -106,7 +112,7 @@ func newEnvironment(ctx context.Context, o options, bin string) (*environment, e
 }
 
 func (e *environment) env(i int, addr string) []string {
-	return append(os.Environ(),
+	return append(append(os.Environ(),
 		"DATABASE_URL="+e.dbURL,
 		"AMQP_URL="+e.amqpURL,
 		"AMQP_EXCHANGE="+e.prefix,
@@ -115,9 +121,9 @@ func (e *environment) env(i int, addr string) []string {
 		"API_TOKENS="+token,
 		"INSTANCE_ID=bench-"+strconv.Itoa(i),
 		"WEBHOOKS_ALLOW_PRIVATE_TARGETS=true",
-		"LOG_LEVEL=warn",
+		"LOG_LEVEL=error",
 		"LOG_FORMAT=text",
-	)
+	), e.extraEnv...)
 }
 
 // close stops the replicas (SIGTERM, as in a deployment), deletes the broker names and drops the database.

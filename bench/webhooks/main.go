@@ -8,6 +8,11 @@
 //   - pgbench -N in the same run, for the machine's PostgreSQL ceiling.
 //
 //     go run ./bench/webhooks [-replicas 2] [-events 2000] [-fanout 10] [-rate 200] [-for 20s]
+//
+// With -stalled N, N more endpoints that never answer receive -stalled-rate events/s each from 5 s
+// before the latency run to its end: the latency figures are then the healthy endpoint's (fairness).
+//
+//	go run ./bench/webhooks -events 0 -rate 50 -for 20s -stalled 100 -send-timeout 10s -no-pgbench
 package main
 
 import (
@@ -33,6 +38,10 @@ type options struct {
 	duration  time.Duration
 	posters   int
 	noPgbench bool
+
+	stalled     int           // endpoints that never answer, subscribed to stalled.* (0 = none)
+	stalledRate int           // events/s to them during the latency run
+	sendTimeout time.Duration // WEBHOOKS_SEND_TIMEOUT of the replicas (0 = the default)
 }
 
 func main() {
@@ -47,6 +56,9 @@ func main() {
 	flag.DurationVar(&o.duration, "for", 20*time.Second, "duration of the latency run")
 	flag.IntVar(&o.posters, "posters", 16, "concurrent HTTP clients posting events")
 	flag.BoolVar(&o.noPgbench, "no-pgbench", false, "skip pgbench")
+	flag.IntVar(&o.stalled, "stalled", 0, "endpoints that never answer, fed -stalled-rate events/s during the latency run (fairness)")
+	flag.IntVar(&o.stalledRate, "stalled-rate", 5, "events/s fanned out to every stalled endpoint")
+	flag.DurationVar(&o.sendTimeout, "send-timeout", 0, "WEBHOOKS_SEND_TIMEOUT of the replicas (default: the app's)")
 	flag.Parse()
 	log.SetFlags(log.Ltime)
 
@@ -71,10 +83,20 @@ func run(ctx context.Context, o options) error {
 	}
 	defer env.close()
 
-	if err := throughput(ctx, env, o); err != nil {
-		return fmt.Errorf("throughput: %w", err)
+	if o.events > 0 {
+		if err := throughput(ctx, env, o); err != nil {
+			return fmt.Errorf("throughput: %w", err)
+		}
 	}
-	if err := latency(ctx, env, o); err != nil {
+	stop := func() {}
+	if o.stalled > 0 {
+		if stop, err = stallEndpoints(ctx, env, o); err != nil {
+			return fmt.Errorf("stalled endpoints: %w", err)
+		}
+	}
+	err = latency(ctx, env, o)
+	stop()
+	if err != nil {
 		return fmt.Errorf("latency: %w", err)
 	}
 	if !o.noPgbench {

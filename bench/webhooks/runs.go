@@ -65,8 +65,10 @@ func throughput(ctx context.Context, e *environment, o options) error {
 // latency posts events at o.rate to one subscription for o.duration and reports event→delivered
 // latency: from just before the POST to the first arrival at the receiver.
 func latency(ctx context.Context, e *environment, o options) error {
-	if err := e.subscribe(ctx, "/latency", "latency.*"); err != nil {
-		return err
+	if !e.latencySubscribed {
+		if err := e.subscribe(ctx, "/latency", "latency.*"); err != nil {
+			return err
+		}
 	}
 	e.receiver.reset()
 	n := int(float64(o.rate) * o.duration.Seconds())

@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		putBack: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "keelson", Subsystem: "webhooks", Name: "put_back_total",
-			Help: "Delivery requests put back to wait without an attempt, by reason: rate_limit (its slot is further than the horizon), endpoint_busy (the send gate refused).",
+			Help: "Delivery requests put back to wait without an attempt, by reason: rate_limit (its slot is further than the horizon), rate_limit_late (its slot passed before the send), endpoint_busy (the send gate refused).",
 		}, []string{"reason"}),
 	}
 	for _, c := range []prometheus.Collector{m.deliveries, m.latency, m.backlog, m.stale, m.putBack} {

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -181,7 +182,7 @@ func Test_auto_disable_racing_redeliveries_disables_once_then_waits_and_resume_s
 	require.NotNil(t, a.statusOf(subID)["last_success_at"])
 }
 
-func Test_pause_resume_and_status_honour_If_Match_and_refuse_bad_status(t *testing.T) {
+func Test_pause_resume_and_status_honour_If_Match_and_bad_status_or_rate_gets_422(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	id, _ := h.subscribe("https://example.com/h", "*")
 	created := h.statusOf(id)
@@ -208,8 +209,16 @@ func Test_pause_resume_and_status_honour_If_Match_and_refuse_bad_status(t *testi
 		r = h.call(http.MethodPatch, "/subscriptions/"+id, body)
 		require.Equal(t, http.StatusUnprocessableEntity, r.status, string(r.body))
 	}
-	r = h.call(http.MethodPost, "/subscriptions", map[string]any{"url": "https://example.com/x", "event_types": []string{"*"}, "status": "off"})
-	require.Equal(t, http.StatusUnprocessableEntity, r.status, string(r.body))
+	for _, body := range []map[string]any{{"status": "off"}, {"rate_limit": -1}, {"rate_limit": 0.01}, {"rate_limit": 20000}, {"rate_limit": "ten"}} {
+		body["url"], body["event_types"] = "https://example.com/x", []string{"*"}
+		r = h.call(http.MethodPost, "/subscriptions", body)
+		require.Equal(t, http.StatusUnprocessableEntity, r.status, string(r.body))
+		require.Equal(t, "application/problem+json", strings.Split(r.header.Get("Content-Type"), ";")[0])
+	}
+	for _, rate := range []any{-5, 1e9, "x"} {
+		r = h.call(http.MethodPatch, "/subscriptions/"+id, map[string]any{"rate_limit": rate})
+		require.Equal(t, http.StatusUnprocessableEntity, r.status, string(r.body))
+	}
 	require.Equal(t, before, h.statusOf(id))
 	require.Equal(t, int64(1), hosttest.Count(t, h.db, "SELECT count(*) FROM webhook_subscriptions"))
 	r = h.call(http.MethodPost, "/subscriptions/"+uuid.NewString()+"/resume", nil)

@@ -84,8 +84,14 @@ func (g *sendGate) class(e *endpointLoad, now time.Time) endpointClass {
 	}
 }
 
-// admit lets a send to sub start, or says how long to put it back for.
-func (g *sendGate) admit(sub uuid.UUID) (*gatePass, time.Duration) {
+// briefWait is how young an endpoint's probe may be, or how fast its average, for a refused request
+// to wait a moment for a place instead of being put back: a burst to an endpoint that answers quickly
+// then goes through at once, while requests for hanging endpoints leave their handlers at once.
+const briefWait = 250 * time.Millisecond
+
+// admit lets a send to sub start, or says how long to put it back for and whether a place is likely
+// to free within briefWait.
+func (g *sendGate) admit(sub uuid.UUID) (*gatePass, time.Duration, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
@@ -98,21 +104,25 @@ func (g *sendGate) admit(sub uuid.UUID) (*gatePass, time.Duration) {
 	switch g.class(e, now) {
 	case classFast:
 		if n >= g.perEndpoint {
-			return nil, max(e.ewma, 50*time.Millisecond)
+			return nil, max(e.ewma, 50*time.Millisecond), e.ewma < briefWait
 		}
 	case classUnknown:
 		if n >= 1 || g.probes() >= g.probeCap {
-			return nil, g.slowAfter
+			young := false
+			for p := range e.inFlight {
+				young = now.Sub(p.started) < briefWait
+			}
+			return nil, g.slowAfter, young
 		}
 	case classSlow:
 		if n >= g.slowPerEndpoint || g.inFlightOf(classSlow, now) >= g.slowCap {
-			return nil, max(e.ewma, g.slowAfter)
+			return nil, max(e.ewma, g.slowAfter), false
 		}
 	}
 	p := &gatePass{sub: sub, started: now, probe: e.ewma == 0}
 	e.inFlight[p] = struct{}{}
 	g.busy[sub] = e
-	return p, 0
+	return p, 0, false
 }
 
 // inFlightOf counts the sends in flight to endpoints of one class, probes apart.

@@ -12,17 +12,17 @@ func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whate
 	now := time.Unix(1_700_000_000, 0)
 	g := newSendGate(8, 3, func() time.Time { return now })
 	fast := uuid.New()
-	admit := func(sub uuid.UUID) bool { p, _ := g.admit(sub); return p != nil }
+	admit := func(sub uuid.UUID) bool { p, _, _ := g.admit(sub); return p != nil }
 
 	// Nothing known yet: one probe at a time; once it finished quickly the endpoint is fast.
-	p, _ := g.admit(fast)
+	p, _, _ := g.admit(fast)
 	require.NotNil(t, p)
 	require.False(t, admit(fast), "one probe at a time")
 	now = now.Add(10 * time.Millisecond)
 	g.release(p)
 	var passes []*gatePass
 	for range 3 {
-		p, _ := g.admit(fast)
+		p, _, _ := g.admit(fast)
 		require.NotNil(t, p, "a fast endpoint gets up to its cap")
 		passes = append(passes, p)
 	}
@@ -37,7 +37,7 @@ func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whate
 	var probes []*gatePass
 	for i := range stalled {
 		stalled[i] = uuid.New()
-		if p, _ := g.admit(stalled[i]); p != nil {
+		if p, _, _ := g.admit(stalled[i]); p != nil {
 			probes = append(probes, p)
 		}
 	}

@@ -81,7 +81,15 @@ func (s *Service) attemptAtSlot(ctx context.Context, req contract.DeliveryReques
 
 // attemptGated attempts once the send gate admits the endpoint; else the delivery is put back.
 func (s *Service) attemptGated(ctx context.Context, req contract.DeliveryRequestedPayload) error {
-	pass, retryIn := s.gate.admit(req.SubscriptionID)
+	pass, retryIn, worthWaiting := s.gate.admit(req.SubscriptionID)
+	for deadline := time.Now().Add(briefWait); pass == nil && worthWaiting && time.Now().Before(deadline); {
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		pass, retryIn, worthWaiting = s.gate.admit(req.SubscriptionID)
+	}
 	if pass == nil {
 		s.metrics.putBack.WithLabelValues("endpoint_busy").Inc()
 		return s.putBack(ctx, req, s.now().Add(retryIn), req.RateSlotAt)

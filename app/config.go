@@ -38,6 +38,7 @@ type Config struct {
 	WebhooksSendTimeout         time.Duration
 	WebhooksClaimLease          time.Duration
 	WebhooksSweepInterval       time.Duration
+	WebhooksRetention           time.Duration
 	WebhooksRetrySchedule       []time.Duration
 	WebhooksRetryAfterMax       time.Duration
 	WebhooksDisableAfter        time.Duration
@@ -119,6 +120,8 @@ var Variables = []Variable{
 		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.WebhooksClaimLease) }},
 	{Name: "WEBHOOKS_SWEEP_INTERVAL", Default: "5s", Usage: "how often due deliveries are swept",
 		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.WebhooksSweepInterval) }},
+	{Name: "WEBHOOKS_RETENTION", Default: "720h", Usage: "events, finished deliveries and attempts older than this are pruned (720h = 30 days); 0 keeps everything",
+		set: func(c *Config, v string) error { return parseDuration(v, 0, &c.WebhooksRetention) }},
 	{Name: "WEBHOOKS_RETRY_SCHEDULE", Default: "5s,5m,30m,2h,5h,10h,10h", Usage: "delays after each failed attempt; attempts = len+1",
 		set: func(c *Config, v string) error { return parseDurations(v, &c.WebhooksRetrySchedule) }},
 	{Name: "WEBHOOKS_RETRY_AFTER_MAX", Default: "1h", Usage: "cap on a receiver's Retry-After (429, 503) that sets the next attempt",
@@ -221,6 +224,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("webhooks_send_timeout", c.WebhooksSendTimeout),
 		slog.Duration("webhooks_claim_lease", c.WebhooksClaimLease),
 		slog.Duration("webhooks_sweep_interval", c.WebhooksSweepInterval),
+		slog.Duration("webhooks_retention", c.WebhooksRetention),
 		slog.Any("webhooks_retry_schedule_ms", milliseconds(c.WebhooksRetrySchedule)),
 		slog.Duration("webhooks_retry_after_max", c.WebhooksRetryAfterMax),
 		slog.Duration("webhooks_disable_after", c.WebhooksDisableAfter),

@@ -17,6 +17,7 @@ func modules(cfg Config) ([]module.Module, error) {
 		SendTimeout:         cfg.WebhooksSendTimeout,
 		ClaimLease:          cfg.WebhooksClaimLease,
 		SweepInterval:       cfg.WebhooksSweepInterval,
+		Retention:           cfg.WebhooksRetention,
 		RetrySchedule:       cfg.WebhooksRetrySchedule,
 		RetryAfterMax:       cfg.WebhooksRetryAfterMax,
 		DisableAfter:        cfg.WebhooksDisableAfter,

@@ -89,7 +89,9 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 	pub, err := outbox.NewPublisher(db)
 	require.NoError(t, err)
 
-	reg := module.NewRegistry(module.Deps{DB: db, Events: pub, Logger: logger, Metrics: promReg, InstanceID: "test-" + uuid.NewString()})
+	jobClient, err := jobs.NewClient(db)
+	require.NoError(t, err)
+	reg := module.NewRegistry(module.Deps{DB: db, Events: pub, Jobs: jobClient, Logger: logger, Metrics: promReg, InstanceID: "test-" + uuid.NewString()})
 	mod, err := New(cfg)
 	require.NoError(t, err)
 	require.NoError(t, mod.Register(reg.For(mod)))

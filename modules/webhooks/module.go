@@ -60,6 +60,8 @@ type Config struct {
 	DisableMinAttempts  int             // ...once at least this many attempts failed in a row; 0 = 10
 	Concurrency         int             // deliveries one replica handles at once; 0 = 128 (at most messaging.MaxConcurrency)
 	EndpointConcurrency int             // sends in flight to one fast endpoint per replica; 0 = 32
+	Retention           time.Duration   // events, finished deliveries and attempts older than this are pruned; 0 keeps all
+	RetentionBatch      int             // rows per pruning statement; 0 = 5000
 }
 
 // withDefaults fills the zero values that stand for a default.
@@ -98,6 +100,7 @@ func DefaultConfig() Config {
 		RetryAfterMax:      time.Hour,
 		DisableAfter:       5 * 24 * time.Hour,
 		DisableMinAttempts: 10,
+		Retention:          DefaultRetention,
 	}
 }
 
@@ -117,6 +120,9 @@ func (c Config) Validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("webhooks: RetrySchedule[%d] must be positive", i))
 		}
+	}
+	if c.Retention < 0 || c.RetentionBatch < 0 {
+		errs = append(errs, errors.New("webhooks: Retention and RetentionBatch must not be negative"))
 	}
 	if c.SweepBatch < 0 {
 		errs = append(errs, errors.New("webhooks: SweepBatch must not be negative"))
@@ -184,6 +190,9 @@ func (m *Module) Register(r *module.Registry) error {
 	r.Subscribe(messaging.Subscription{Consumer: deliveryConsumer, EventTypes: []string{contract.DeliveryRequested},
 		Concurrency: m.cfg.Concurrency, Handle: svc.handleDeliveryRequested})
 	r.Schedule(jobs.Schedule{Name: sweepSchedule, Interval: m.cfg.SweepInterval, Run: svc.Sweep})
+	if err := m.registerLifecycle(r, svc); err != nil {
+		return err
+	}
 	return m.registerProposals(r, svc)
 }
 
@@ -194,6 +203,7 @@ func (m *Module) Service() *Service { return m.service }
 type Service struct {
 	cfg     Config
 	db      *database.DB
+	jobs    module.JobEnqueuer // bulk recovery's jobs; set by Register
 	store   store
 	events  module.EventPublisher
 	catalog *module.Catalog

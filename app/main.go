@@ -34,10 +34,10 @@ func main() {
 	}
 }
 
-var errUsage = errors.New("usage: keelson migrate | serve | env | healthcheck")
+var errUsage = errors.New("usage: keelson migrate | serve | env | healthcheck | dlq list | dlq replay QUEUE [--limit N]")
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) != 1 {
+	if len(args) == 0 || (len(args) != 1 && args[0] != "dlq") {
 		return errUsage
 	}
 	if args[0] == "env" {
@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return healthcheck(ctx, addr, stdout)
 	}
-	if args[0] != "migrate" && args[0] != "serve" {
+	if args[0] != "migrate" && args[0] != "serve" && args[0] != "dlq" {
 		return errUsage
 	}
 	cfg, err := LoadConfig(nil)
@@ -60,6 +60,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	logger := newLogger(cfg, stdout)
+	if args[0] == "dlq" {
+		err := dlq(ctx, cfg, logger, args[1:], stdout)
+		if errors.Is(err, errDLQUsage) {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
+		return err
+	}
 	if args[0] == "migrate" {
 		return migrate(ctx, cfg, logger)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/telemetry"
 )
 
 var errDLQUsage = errors.New("usage: keelson dlq list | keelson dlq replay QUEUE [--limit N]")
@@ -84,7 +85,7 @@ func consumerNames(ctx context.Context, cfg Config, logger *slog.Logger) ([]stri
 		return nil, err
 	}
 	defer db.Close()
-	replica, err := newReplica(cfg, logger, db, mods)
+	replica, err := newReplica(cfg, logger, db, mods, telemetry.Tracing{}) // declares, runs nothing: no spans
 	if err != nil {
 		return nil, err
 	}

@@ -204,8 +204,9 @@ func seed(ctx context.Context, db *sql.DB, n int) error {
 		`INSERT INTO webhook_deliveries (id, subscription_id, event_id, event_type, status, attempt_count, created_at, updated_at)
 		 SELECT gen_random_uuid(), '00000000-0000-7000-8000-000000000001', 'old_' || g, 'bench.old', 'succeeded', 1,
 		        now() - interval '40 days', now() - interval '40 days' FROM generate_series(1, $1) g`,
-		`INSERT INTO webhook_attempts (id, delivery_id, number, trigger, started_at, duration_ms, status_code)
-		 SELECT gen_random_uuid(), id, 1, 'scheduled', created_at, 5, 204 FROM webhook_deliveries WHERE event_type = 'bench.old'`,
+		`INSERT INTO webhook_attempts (id, delivery_id, subscription_id, number, trigger, started_at, duration_ms, status_code, result)
+		 SELECT gen_random_uuid(), id, subscription_id, 1, 'scheduled', created_at, 5, 204, 'succeeded'
+		 FROM webhook_deliveries WHERE event_type = 'bench.old'`,
 		`VACUUM (ANALYZE) webhook_events, webhook_deliveries, webhook_attempts`,
 	} {
 		args := []any{n}

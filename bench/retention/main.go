@@ -156,7 +156,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	load := startLoad(ctx, api, o.rate)
+	load := startLoad(ctx, api, o.rate, "delete")
 	time.Sleep(10 * time.Second) // a baseline of steady delivery before the prune
 	baselineEnd := time.Now()
 	start = time.Now()
@@ -250,7 +250,7 @@ type load struct {
 	wg     sync.WaitGroup
 }
 
-func startLoad(ctx context.Context, api string, rate int) *load {
+func startLoad(ctx context.Context, api string, rate int, phase string) *load {
 	l := &load{posted: map[string]time.Time{}, done: make(chan struct{})}
 	client := &http.Client{Timeout: 10 * time.Second}
 	tick := time.NewTicker(time.Second / time.Duration(rate))
@@ -266,7 +266,7 @@ func startLoad(ctx context.Context, api string, rate int) *load {
 				return
 			case <-tick.C:
 			}
-			id := fmt.Sprintf("live_%d", i)
+			id := fmt.Sprintf("%s_%d", phase, i)
 			l.wg.Add(1)
 			go func() {
 				defer l.wg.Done()
@@ -385,7 +385,7 @@ func partitions(ctx context.Context, db *sql.DB, o options, api string, rc *rece
 		WHERE inhparent IN ('part_deliveries'::regclass, 'part_attempts'::regclass)`).Scan(&before); err != nil {
 		return err
 	}
-	l := startLoad(ctx, api, o.rate)
+	l := startLoad(ctx, api, o.rate, "partition")
 	time.Sleep(5 * time.Second)
 	start := time.Now()
 	for d := range days {

@@ -17,7 +17,7 @@ import (
 )
 
 func TestDLQListShowsDeadLettersAndReplayMovesThemBackWithoutTheirDeadLetterHeaders(t *testing.T) {
-	d := dbtest.Create(t, "webhooks", "conversations", "proposals")
+	d := dbtest.Create(t)
 	bus := hosttest.Broker()
 	t.Setenv("DATABASE_URL", d.URL)
 	t.Setenv("AMQP_URL", bus.AMQPURL)

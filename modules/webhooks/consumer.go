@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql/driver"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -219,17 +218,5 @@ func (h headerMap) Value() (driver.Value, error) {
 
 // Scan reads the jsonb object.
 func (h *headerMap) Scan(src any) error {
-	var b []byte
-	switch v := src.(type) {
-	case []byte:
-		b = v
-	case string:
-		b = []byte(v)
-	case nil:
-		*h = nil
-		return nil
-	default:
-		return fmt.Errorf("headers: cannot scan %T", src)
-	}
-	return json.Unmarshal(b, (*map[string]string)(h))
+	return scanJSONB(src, (*map[string]string)(h), "headers")
 }

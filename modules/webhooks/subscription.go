@@ -339,19 +339,21 @@ func (p patternSet) Value() (driver.Value, error) {
 
 // Scan reads the jsonb array.
 func (p *patternSet) Scan(src any) error {
-	var b []byte
+	return scanJSONB(src, (*[]string)(p), "event_types")
+}
+
+// scanJSONB decodes a jsonb column into dst; NULL leaves dst at its zero value.
+func scanJSONB(src, dst any, column string) error {
 	switch v := src.(type) {
 	case []byte:
-		b = v
+		return json.Unmarshal(v, dst)
 	case string:
-		b = []byte(v)
+		return json.Unmarshal([]byte(v), dst)
 	case nil:
-		*p = nil
-		return nil
+		return json.Unmarshal([]byte("null"), dst)
 	default:
-		return fmt.Errorf("event_types: cannot scan %T", src)
+		return fmt.Errorf("%s: cannot scan %T", column, src)
 	}
-	return json.Unmarshal(b, (*[]string)(p))
 }
 
 // CreateSubscription validates and stores a subscription; it returns the secret, shown only now.

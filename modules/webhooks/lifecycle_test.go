@@ -168,7 +168,8 @@ func Test_recovery_racing_redeliveries_and_the_sweep_on_two_replicas_sends_once_
 	for claim, n := range claims {
 		require.Equal(t, 1, n, "claim %s requested %d times", claim, n)
 	}
-	consumer := newHarness(t, cfg, harnessOptions{database: a.database, bus: true})
+	// With the sweep: the send gate puts back what a new endpoint cannot take yet, and the sweep sends it.
+	consumer := newHarness(t, cfg, harnessOptions{database: a.database, bus: true, jobs: true})
 	hosttest.Eventually(t, 3*time.Minute, func() bool {
 		return hosttest.Metric(t, consumer.registry, "keelson_webhooks_delivery_outcomes_total", "outcome", "succeeded") == float64(len(ids))
 	}, "every recovered delivery sent")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/keelson/keelson/platform/httpapi"
+	"github.com/keelson/keelson/platform/secrets"
 )
 
 // Config is the whole runtime configuration, read from the environment once at start.
@@ -28,6 +29,8 @@ type Config struct {
 	InstanceID         string
 	LogLevel           slog.Level
 	LogFormat          string
+	// Secrets seals what modules store at rest (KEELSON_ENCRYPTION_KEYS).
+	Secrets *secrets.Box
 
 	OutboxPollInterval time.Duration
 	JobWorkers         int
@@ -104,6 +107,8 @@ var Variables = []Variable{
 		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
 	{Name: "LOG_FORMAT", Default: "json", Usage: "json or text",
 		set: func(c *Config, v string) error { return parseEnum(v, &c.LogFormat, "json", "text") }},
+	{Name: "KEELSON_ENCRYPTION_KEYS", Default: "", Secret: true, Usage: "comma-separated id:base64key AES-256 keys (openssl rand -base64 32); the first seals values modules store at rest, all open; empty = stored unencrypted, with a warning",
+		set: func(c *Config, v string) (err error) { c.Secrets, err = secrets.Parse(v); return err }},
 	{Name: "OUTBOX_POLL_INTERVAL", Default: "20ms", Usage: "how often the outbox forwarder polls",
 		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.OutboxPollInterval) }},
 	{Name: "JOB_WORKERS", Default: "8", Usage: "concurrent job handlers per process",
@@ -216,6 +221,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("instance_id", c.InstanceID),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.String("log_format", c.LogFormat),
+		slog.String("encryption_key", c.Secrets.CurrentKeyID()),
 		slog.Duration("outbox_poll_interval", c.OutboxPollInterval),
 		slog.Int("job_workers", c.JobWorkers),
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),

@@ -121,3 +121,15 @@ func TestEnvPrintsCommentsOnLinesOfTheirOwn(t *testing.T) {
 		}
 	}
 }
+
+func TestInvalidEncryptionKeysStopTheStartWithTheVariablesName(t *testing.T) {
+	_, err := LoadConfig(func(name string) string {
+		if name == "KEELSON_ENCRYPTION_KEYS" {
+			return "k1:c2hvcnQ="
+		}
+		return ""
+	})
+	if err == nil || !strings.Contains(err.Error(), "KEELSON_ENCRYPTION_KEYS") || !strings.Contains(err.Error(), "32 bytes") {
+		t.Fatalf("err = %v", err)
+	}
+}

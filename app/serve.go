@@ -24,6 +24,9 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	logger.Info("starting", "config", cfg)
+	if !cfg.Secrets.Enabled() {
+		logger.Warn("KEELSON_ENCRYPTION_KEYS is not set: secrets are stored unencrypted; set a key before production use (docs/operations.md)")
+	}
 	db, err := database.Open(ctx, database.Config{URL: cfg.DatabaseURL, MaxOpenConns: cfg.DBMaxOpenConns})
 	if database.IsMissingDatabase(err) {
 		return fmt.Errorf("%w: %w", database.ErrNotMigrated, err)
@@ -92,5 +95,6 @@ func newReplica(cfg Config, logger *slog.Logger, db *database.DB, mods []module.
 		Background:        true,
 		Console:           cfg.ConsoleEnabled,
 		ConsoleSessionTTL: cfg.ConsoleSessionTTL,
+		Secrets:           cfg.Secrets,
 	}, mods)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
 	"github.com/keelson/keelson/platform/outbox"
+	"github.com/keelson/keelson/platform/secrets"
 	"github.com/keelson/keelson/platform/telemetry"
 )
 
@@ -49,6 +50,8 @@ type Options struct {
 	// Console serves the web console at /console/; ConsoleSessionTTL bounds its sign-ins (0 = its default).
 	Console           bool
 	ConsoleSessionTTL time.Duration
+	// Secrets seals what modules store at rest (KEELSON_ENCRYPTION_KEYS); nil stores values as they are.
+	Secrets *secrets.Box
 }
 
 // Replica is one process's worth of Keelson.
@@ -88,7 +91,7 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 	}
 	registry := module.NewRegistry(module.Deps{
 		DB: opts.DB, Events: events, Jobs: jobClient, Logger: opts.Logger, Metrics: metrics, InstanceID: opts.InstanceID,
-		TracerProvider: opts.TracerProvider,
+		TracerProvider: opts.TracerProvider, Secrets: opts.Secrets,
 	})
 	for _, m := range mods {
 		if err := m.Register(registry.For(m)); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/secrets"
 )
 
 // Module is one business capability: its tables, routes, event handlers, job kinds and schedules.
@@ -49,6 +50,8 @@ type Deps struct {
 	InstanceID string
 	// TracerProvider records the module's own spans; nil when tracing is off.
 	TracerProvider trace.TracerProvider
+	// Secrets seals what a module stores at rest; nil (or without keys) stores values as they are.
+	Secrets *secrets.Box
 }
 
 // Registry collects what modules declare; app turns it into routes, consumers, workers and schedules.
@@ -67,6 +70,14 @@ type declared struct {
 	openAPI       [][]byte
 	catalog       *Catalog
 	catalogSubs   []messaging.Subscription // EventTypes filled with the catalog's types when read
+	resealers     []Resealer
+}
+
+// Resealer rewrites a module's sealed values under the current key (`keelson secrets reencrypt`):
+// each call handles at most batch rows not yet under it and returns how many it rewrote; 0 = done.
+type Resealer struct {
+	Name   string
+	Reseal func(ctx context.Context, batch int) (int, error)
 }
 
 // RouteSet declares a module's routes on the authenticated /api/v1 group.
@@ -151,6 +162,17 @@ func (r *Registry) ConflictCode(table, code, detail string) {
 
 // OpenAPI adds an OpenAPI 3 fragment (its "paths" and "components") to /openapi.json.
 func (r *Registry) OpenAPI(fragment []byte) { r.openAPI = append(r.openAPI, fragment) }
+
+// SealedData declares values the module stores sealed, for `keelson secrets reencrypt`.
+func (r *Registry) SealedData(rs Resealer) {
+	if rs.Name == "" {
+		rs.Name = r.module
+	}
+	r.resealers = append(r.resealers, rs)
+}
+
+// Resealers returns what SealedData declared.
+func (r *Registry) Resealers() []Resealer { return r.resealers }
 
 // RouteSets returns the registered route sets.
 func (r *Registry) RouteSets() []RouteSet { return r.routes }

@@ -20,6 +20,7 @@ import (
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
+	"github.com/keelson/keelson/platform/secrets"
 	"github.com/keelson/keelson/platform/telemetry"
 )
 
@@ -75,7 +76,8 @@ type Options struct {
 	Jobs       jobs.Config
 	Background bool // run the bus and the job runner; without it events stay in the outbox
 	InstanceID string
-	Console    bool // serve the web console at /console/
+	Console    bool         // serve the web console at /console/
+	Secrets    *secrets.Box // seals what modules store at rest; nil = as they are
 }
 
 // Replica is a started replica.
@@ -104,7 +106,7 @@ func Start(t testing.TB, db *database.DB, opts Options, mods ...module.Module) *
 	replica, err := host.New(host.Options{
 		DB: db, Logger: Logger(), InstanceID: opts.InstanceID, Tokens: []string{Token},
 		Messaging: opts.Messaging, Jobs: opts.Jobs, ShutdownTimeout: 5 * time.Second, Background: opts.Background,
-		Console: opts.Console,
+		Console: opts.Console, Secrets: opts.Secrets,
 	}, mods)
 	if err != nil {
 		t.Fatalf("hosttest: %v", err)

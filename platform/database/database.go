@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelson/keelson/platform/concurrency"
+	"github.com/keelson/keelson/platform/tenancy"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -59,6 +60,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err := g.Use(concurrency.Plugin{}); err != nil {
 		return nil, fmt.Errorf("database: concurrency plugin: %w", err)
 	}
+	if err := g.Use(tenancy.Plugin{}); err != nil {
+		return nil, fmt.Errorf("database: tenancy plugin: %w", err)
+	}
 	sqlDB, err := g.DB()
 	if err != nil {
 		return nil, fmt.Errorf("database: pool: %w", err)
@@ -99,10 +103,11 @@ func (d *DB) Ping(ctx context.Context) error { return d.sql.PingContext(ctx) }
 
 type txKey struct{}
 
-// Conn returns the transaction carried by ctx, or the pool when there is none; bound to ctx either way.
+// Conn returns the transaction carried by ctx, or the pool when there is none; bound to ctx either way,
+// so the tenant (or system context) of ctx applies even to a transaction opened under another.
 func (d *DB) Conn(ctx context.Context) *gorm.DB {
 	if tx, ok := TxFromContext(ctx); ok {
-		return tx
+		return tx.WithContext(ctx)
 	}
 	return d.gorm.WithContext(ctx)
 }

@@ -1,6 +1,3 @@
-// Package tenancy carries the tenant a unit of work acts for. Everything a customer owns is scoped to
-// one tenant; code that spans tenants (the sweep, pruning, the outbox relay) says so by running in
-// a named system context instead of simply forgetting the tenant.
 package tenancy
 
 import (

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/console"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/httpapi"
@@ -34,7 +35,9 @@ type Options struct {
 	DB         *database.DB
 	Logger     *slog.Logger
 	InstanceID string
-	Tokens     []string // bearer tokens accepted on /api/v1
+	Tokens     []string // bootstrap bearer tokens (API_TOKENS): every scope, default tenant; stored tokens work besides them
+	// AuthCacheTTL bounds how long a replica trusts a token or tenant it read (0 = auth.DefaultCacheTTL).
+	AuthCacheTTL time.Duration
 	// CORSAllowedOrigins are the browser origins allowed to call the API cross-origin (none by default).
 	CORSAllowedOrigins []string
 	// TracerProvider records spans (HTTP, units of work, outbox, consumers, jobs, modules'); nil
@@ -117,9 +120,13 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 		return nil, err
 	}
 
+	authn, err := auth.NewAuthenticator(auth.AuthenticatorOptions{DB: opts.DB, BootstrapTokens: opts.Tokens, CacheTTL: opts.AuthCacheTTL})
+	if err != nil {
+		return nil, err
+	}
 	engine, api, err := httpapi.NewEngine(httpapi.Options{
 		Logger:             opts.Logger,
-		Tokens:             opts.Tokens,
+		Auth:               authn,
 		CORSAllowedOrigins: opts.CORSAllowedOrigins,
 		TracerProvider:     opts.TracerProvider,
 		Metrics:            metrics,

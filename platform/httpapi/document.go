@@ -62,8 +62,9 @@ func (a *API) fragment(events []EventDoc) ([]byte, error) {
 }
 
 func operation(reg huma.Registry, r declaredRoute) map[string]any {
-	// Every API route may meet a missing token, an outage of the database, or a fault.
-	problems := map[int]bool{http.StatusUnauthorized: true, http.StatusInternalServerError: true, http.StatusServiceUnavailable: true}
+	// Every API route may meet a missing token, a disabled tenant, the token's rate limit, an outage of the database, or a fault.
+	problems := map[int]bool{http.StatusUnauthorized: true, http.StatusForbidden: true, http.StatusTooManyRequests: true,
+		http.StatusInternalServerError: true, http.StatusServiceUnavailable: true}
 	for _, s := range r.Errors {
 		problems[s] = true
 	}
@@ -144,8 +145,8 @@ func operation(reg huma.Registry, r declaredRoute) map[string]any {
 		op["requestBody"] = body
 	}
 	if r.Scope != "" {
-		op["security"] = []any{map[string]any{"bearerAuth": []string{r.Scope}}}
-		op["x-required-scope"] = r.Scope
+		op["security"] = []any{map[string]any{"bearerAuth": []string{string(r.Scope)}}}
+		op["x-required-scope"] = string(r.Scope)
 	}
 	return op
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/database"
 )
 
@@ -23,8 +24,12 @@ const APIPrefix = "/api/v1"
 type Options struct {
 	// Logger receives the access log, masked 500s and recovered panics. Required.
 	Logger *slog.Logger
-	// Tokens are the bearer tokens accepted on /api/v1 (API_TOKENS); none means every request is 401.
+	// Tokens are the bootstrap bearer tokens (API_TOKENS): every scope, default tenant. Used when Auth is nil.
 	Tokens []string
+	// Auth resolves bearer tokens (stored ones and the bootstrap ones); nil = Tokens only, no tenant state.
+	Auth *auth.Authenticator
+	// RateLimit counts each authenticated request of a token; nil = no limit.
+	RateLimit RateLimiter
 	// Metrics registers the HTTP metrics and is served on /metrics. Required.
 	Metrics MetricsRegistry
 	// Ready are the /readyz checks by name (e.g. "postgres", "rabbitmq").
@@ -62,10 +67,14 @@ func NewEngine(opts Options) (*gin.Engine, *API, error) {
 			return nil, nil, errors.New("httpapi: nil ready check " + name)
 		}
 	}
-	auth, err := newBearerAuth(opts.Tokens)
-	if err != nil {
-		return nil, nil, err
+	authn := opts.Auth
+	if authn == nil {
+		var err error
+		if authn, err = auth.NewAuthenticator(auth.AuthenticatorOptions{BootstrapTokens: opts.Tokens}); err != nil {
+			return nil, nil, err
+		}
 	}
+	authenticate := &authenticator{auth: authn, limit: opts.RateLimit, failures: &failureLog{logger: opts.Logger}}
 	metrics, err := newHTTPMetrics(opts.Metrics)
 	if err != nil {
 		return nil, nil, err
@@ -105,9 +114,10 @@ func NewEngine(opts Options) (*gin.Engine, *API, error) {
 			return
 		}
 		// Under /api/v1 the token is checked first, so unknown routes reveal nothing to strangers.
-		if isAPIPath(c.Request.URL.Path) && !auth.allowed(c.Request) {
-			writeProblem(c, unauthorized())
-			return
+		if isAPIPath(c.Request.URL.Path) {
+			if _, ok := authenticate.principal(c); !ok {
+				return
+			}
 		}
 		writeProblem(c, withType(Problem{Status: http.StatusNotFound, Code: CodeNotFound,
 			Detail: "no route matches " + c.Request.Method + " " + c.Request.URL.Path}))
@@ -116,7 +126,7 @@ func NewEngine(opts Options) (*gin.Engine, *API, error) {
 	engine.GET("/healthz", healthz)
 	engine.GET("/readyz", readyz(opts.Ready, readyTimeout, opts.Logger))
 	engine.GET("/metrics", metricsHandler(opts.Metrics))
-	api := &API{RouterGroup: engine.Group(APIPrefix, auth.middleware(), jsonGuard())}
+	api := &API{RouterGroup: engine.Group(APIPrefix, authenticate.middleware(), jsonGuard())}
 	if opts.DB != nil {
 		api.Use((&idempotency{db: opts.DB}).middleware())
 	}

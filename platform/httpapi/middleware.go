@@ -1,15 +1,12 @@
 package httpapi
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"regexp"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -101,50 +98,6 @@ func bodyLimit() gin.HandlerFunc {
 		}
 		if c.Request.Body != nil {
 			c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
-		}
-		c.Next()
-	}
-}
-
-// bearerAuth accepts any of tokens. Digests are compared so neither the token nor its length leaks
-// through timing, and every token is compared so the position of a match does not either.
-type bearerAuth struct {
-	digests [][sha256.Size]byte
-}
-
-func newBearerAuth(tokens []string) (*bearerAuth, error) {
-	a := &bearerAuth{}
-	for i, t := range tokens {
-		if strings.TrimSpace(t) == "" {
-			return nil, fmt.Errorf("httpapi: API token %d is empty", i)
-		}
-		a.digests = append(a.digests, sha256.Sum256([]byte(t)))
-	}
-	return a, nil
-}
-
-func (a *bearerAuth) allowed(r *http.Request) bool {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	token = strings.TrimSpace(token)
-	if token == "" {
-		return false
-	}
-	got := sha256.Sum256([]byte(token))
-	match := 0
-	for _, d := range a.digests {
-		match |= subtle.ConstantTimeCompare(got[:], d[:])
-	}
-	return match == 1
-}
-
-func (a *bearerAuth) middleware() gin.HandlerFunc {
-	return func(c *gin.Context) {
-		if !a.allowed(c.Request) {
-			writeProblem(c, unauthorized())
-			return
 		}
 		c.Next()
 	}

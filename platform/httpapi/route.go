@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/concurrency"
 )
 
@@ -31,9 +32,9 @@ type Route struct {
 	Status  int // success status; 0 = 200
 	// OtherStatuses are further success statuses with the same body, chosen by the output's Status field.
 	OtherStatuses []int
-	Errors        []int    // problem statuses beyond those the input implies (401, 500 always; 404 for path ids; 400 for queries; 400, 413, 415, 422 for bodies; 409, 412 for If-Match)
-	Scope         string   // token scope the route requires, shown in the document; "" = any valid token
-	Tags          []string // default: the group's tag
+	Errors        []int      // problem statuses beyond those the input implies (401, 500 always; 404 for path ids; 400 for queries; 400, 413, 415, 422 for bodies; 409, 412 for If-Match)
+	Scope         auth.Scope // token scope the route requires (403 insufficient_scope without it), shown in the document; "" = any valid token
+	Tags          []string   // default: the group's tag
 }
 
 // API is the authenticated /api/v1 group plus the routes declared on it.
@@ -97,6 +98,10 @@ func Handle[In, Out any](g *Group, rt Route, h func(ctx context.Context, in *In)
 	g.api.routes = append(g.api.routes, declaredRoute{Route: rt, fullPath: full, in: in, out: out})
 	g.api.mu.Unlock()
 	g.gin.Handle(rt.Method, ginPath(rt.Path), H(func(c *gin.Context) error {
+		// Before any input is read: a token without the scope learns nothing about ids or bodies.
+		if err := requireScope(c, rt.Scope); err != nil {
+			return err
+		}
 		input := new(In)
 		v := reflect.ValueOf(input).Elem()
 		for _, bind := range binders {

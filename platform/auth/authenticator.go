@@ -1,0 +1,256 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/tenancy"
+)
+
+// DefaultCacheTTL bounds how long a replica trusts what it read about a token or a tenant: a
+// revocation, expiry or tenant disable takes effect on every replica within it.
+const DefaultCacheTTL = 5 * time.Second
+
+// lastUsedEvery throttles last_used_at writes per token.
+const lastUsedEvery = time.Minute
+
+// ErrUnauthenticated is what every refused token unwraps to (401).
+var ErrUnauthenticated = errors.New("auth: invalid token")
+
+// ErrTenantDisabled refuses a valid token of a disabled tenant (403).
+var ErrTenantDisabled = errors.New("auth: tenant disabled")
+
+// Failure says why a token was refused; it is logged, never shown to the client.
+type Failure struct {
+	Reason string // missing, malformed, unknown, mismatch, expired, revoked
+}
+
+func (f *Failure) Error() string { return "auth: token " + f.Reason }
+
+// Unwrap makes errors.Is(err, ErrUnauthenticated) true.
+func (f *Failure) Unwrap() error { return ErrUnauthenticated }
+
+func refused(reason string) error { return &Failure{Reason: reason} }
+
+// Authenticator turns a bearer token into a Principal: stored tokens by id with a constant-time hash
+// comparison, and the bootstrap tokens (every scope, default tenant).
+type Authenticator struct {
+	db        *sql.DB // nil: bootstrap tokens only, no tenant state
+	bootstrap [][sha256.Size]byte
+	ttl       time.Duration
+	now       func() time.Time
+
+	mu      sync.Mutex
+	tokens  map[uuid.UUID]*cachedToken
+	tenants map[uuid.UUID]cachedTenant
+}
+
+type cachedToken struct {
+	found          bool
+	hash           []byte
+	tenant         uuid.UUID
+	scopes         []Scope
+	expiresAt      *time.Time
+	revokedAt      *time.Time
+	tenantDisabled bool
+	lastUsed       time.Time
+	fetched        time.Time
+}
+
+type cachedTenant struct {
+	disabled bool
+	fetched  time.Time
+}
+
+// AuthenticatorOptions configure an Authenticator.
+type AuthenticatorOptions struct {
+	DB              *database.DB // nil accepts only the bootstrap tokens
+	BootstrapTokens []string     // API_TOKENS
+	CacheTTL        time.Duration
+}
+
+// NewAuthenticator checks the bootstrap tokens and returns the authenticator.
+func NewAuthenticator(opts AuthenticatorOptions) (*Authenticator, error) {
+	a := &Authenticator{ttl: opts.CacheTTL, now: time.Now,
+		tokens: map[uuid.UUID]*cachedToken{}, tenants: map[uuid.UUID]cachedTenant{}}
+	if opts.DB != nil {
+		a.db = opts.DB.SQL()
+	}
+	if a.ttl == 0 {
+		a.ttl = DefaultCacheTTL
+	}
+	for i, t := range opts.BootstrapTokens {
+		if strings.TrimSpace(t) == "" {
+			return nil, fmt.Errorf("auth: API token %d is empty", i)
+		}
+		a.bootstrap = append(a.bootstrap, sha256.Sum256([]byte(t)))
+	}
+	return a, nil
+}
+
+// Authenticate returns the principal token acts as. Refused tokens are a *Failure (ErrUnauthenticated);
+// a disabled tenant is ErrTenantDisabled; anything else is the database's error.
+func (a *Authenticator) Authenticate(ctx context.Context, token string) (Principal, error) {
+	if token == "" {
+		return Principal{}, refused("missing")
+	}
+	if rest, ok := strings.CutPrefix(token, TokenPrefix); ok && a.db != nil {
+		return a.stored(ctx, rest)
+	}
+	// Digests are compared so neither the token nor its length leaks through timing, and every one
+	// is compared so the position of a match does not either.
+	got := sha256.Sum256([]byte(token))
+	match := -1
+	for i, d := range a.bootstrap {
+		if subtle.ConstantTimeCompare(got[:], d[:]) == 1 {
+			match = i
+		}
+	}
+	if match < 0 {
+		if strings.HasPrefix(token, TokenPrefix) {
+			return Principal{}, refused("unknown")
+		}
+		return Principal{}, refused("malformed")
+	}
+	p := Principal{TenantID: tenancy.DefaultID, TokenID: fmt.Sprintf("bootstrap-%d", match), Scopes: AllScopes}
+	if a.db != nil {
+		disabled, err := a.tenantDisabled(ctx, p.TenantID)
+		if err != nil {
+			return Principal{}, err
+		}
+		if disabled {
+			return Principal{}, ErrTenantDisabled
+		}
+	}
+	return p, nil
+}
+
+// stored checks kt_<id>_<secret>.
+func (a *Authenticator) stored(ctx context.Context, rest string) (Principal, error) {
+	rawID, secret, ok := strings.Cut(rest, "_")
+	id, err := uuid.Parse(rawID)
+	if !ok || err != nil || len(rawID) != 32 || secret == "" {
+		return Principal{}, refused("malformed")
+	}
+	entry, err := a.lookup(ctx, id)
+	if err != nil {
+		return Principal{}, err
+	}
+	got := sha256.Sum256([]byte(secret))
+	if !entry.found {
+		return Principal{}, refused("unknown")
+	}
+	if subtle.ConstantTimeCompare(got[:], entry.hash) != 1 {
+		return Principal{}, refused("mismatch")
+	}
+	now := a.now()
+	if entry.revokedAt != nil {
+		return Principal{}, refused("revoked")
+	}
+	if entry.expiresAt != nil && !now.Before(*entry.expiresAt) {
+		return Principal{}, refused("expired")
+	}
+	if entry.tenantDisabled {
+		return Principal{}, ErrTenantDisabled
+	}
+	a.touch(ctx, id, entry, now)
+	return Principal{TenantID: entry.tenant, TokenID: id.String(), Scopes: entry.scopes}, nil
+}
+
+// lookup returns the token's row as read within the cache TTL; unknown ids are remembered too, so a
+// flood of made-up ids costs one query per id and TTL.
+func (a *Authenticator) lookup(ctx context.Context, id uuid.UUID) (cachedToken, error) {
+	now := a.now()
+	a.mu.Lock()
+	if e, ok := a.tokens[id]; ok && now.Sub(e.fetched) < a.ttl {
+		entry := *e
+		a.mu.Unlock()
+		return entry, nil
+	}
+	a.mu.Unlock()
+	e := cachedToken{found: true, fetched: now}
+	var scopes string
+	var lastUsed *time.Time
+	err := a.db.QueryRowContext(ctx, `SELECT t.hash, t.tenant_id, t.scopes::text, t.expires_at, t.revoked_at, t.last_used_at,
+			n.disabled_at IS NOT NULL
+		FROM api_tokens t JOIN tenants n ON n.id = t.tenant_id WHERE t.id = $1`, id).
+		Scan(&e.hash, &e.tenant, &scopes, &e.expiresAt, &e.revokedAt, &lastUsed, &e.tenantDisabled)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		e = cachedToken{fetched: now}
+	case err != nil:
+		return cachedToken{}, err
+	}
+	e.scopes = parseScopeArray(scopes)
+	if lastUsed != nil {
+		e.lastUsed = *lastUsed
+	}
+	a.mu.Lock()
+	if old, ok := a.tokens[id]; ok && old.lastUsed.After(e.lastUsed) {
+		e.lastUsed = old.lastUsed
+	}
+	if len(a.tokens) > 100000 {
+		clear(a.tokens) // bounded memory under a flood of made-up ids
+	}
+	a.tokens[id] = &e
+	a.mu.Unlock()
+	return e, nil
+}
+
+// touch records the use at most once a minute per token; across replicas the UPDATE's condition
+// keeps it to one write a minute as well. A failure only loses the timestamp.
+func (a *Authenticator) touch(ctx context.Context, id uuid.UUID, entry cachedToken, now time.Time) {
+	if now.Sub(entry.lastUsed) < lastUsedEvery {
+		return
+	}
+	a.mu.Lock()
+	e, ok := a.tokens[id]
+	if !ok || now.Sub(e.lastUsed) < lastUsedEvery {
+		a.mu.Unlock()
+		return
+	}
+	e.lastUsed = now
+	a.mu.Unlock()
+	_, _ = a.db.ExecContext(context.WithoutCancel(ctx), `UPDATE api_tokens SET last_used_at = now()
+		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= now() - interval '1 minute')`, id)
+}
+
+func (a *Authenticator) tenantDisabled(ctx context.Context, id uuid.UUID) (bool, error) {
+	now := a.now()
+	a.mu.Lock()
+	c, ok := a.tenants[id]
+	a.mu.Unlock()
+	if ok && now.Sub(c.fetched) < a.ttl {
+		return c.disabled, nil
+	}
+	var disabled bool
+	err := a.db.QueryRowContext(ctx, `SELECT disabled_at IS NOT NULL FROM tenants WHERE id = $1`, id).Scan(&disabled)
+	if errors.Is(err, sql.ErrNoRows) {
+		disabled = true // a default tenant removed by hand admits nobody
+	} else if err != nil {
+		return false, err
+	}
+	a.mu.Lock()
+	a.tenants[id] = cachedTenant{disabled: disabled, fetched: now}
+	a.mu.Unlock()
+	return disabled, nil
+}
+
+// Forget drops what this replica remembers, so a change made through it applies here at once
+// (other replicas see it within the cache TTL).
+func (a *Authenticator) Forget() {
+	a.mu.Lock()
+	clear(a.tokens)
+	clear(a.tenants)
+	a.mu.Unlock()
+}

@@ -1,0 +1,178 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/database/dbtest"
+	"github.com/keelson/keelson/platform/tenancy"
+)
+
+func TestATokenIsShownOnceStoredAsAHashAndActsForItsTenantWithItsScopes(t *testing.T) {
+	ctx := context.Background()
+	db := dbtest.New(t)
+	store, err := NewStore(db)
+	require.NoError(t, err)
+	tenant, err := store.CreateTenant(ctx, "acme")
+	require.NoError(t, err)
+
+	tok, secret, err := store.CreateToken(ctx, NewToken{Tenant: "acme", Name: "ci", Scopes: []string{"webhooks:read", "webhooks:write", "webhooks:read"}})
+	require.NoError(t, err)
+	assert.Equal(t, []Scope{WebhooksRead, WebhooksWrite}, tok.Scopes, "duplicates are dropped")
+	require.True(t, strings.HasPrefix(secret, "kt_"), secret)
+
+	var hash []byte
+	var row string
+	require.NoError(t, db.SQL().QueryRowContext(ctx, `SELECT hash, t::text FROM api_tokens t WHERE id = $1`, tok.ID).Scan(&hash, &row))
+	parts := strings.SplitN(secret, "_", 3)
+	want := sha256.Sum256([]byte(parts[2]))
+	assert.Equal(t, want[:], hash, "only the SHA-256 of the secret is stored")
+	assert.NotContains(t, row, parts[2], "the secret itself is stored nowhere in the row")
+
+	a, err := NewAuthenticator(AuthenticatorOptions{DB: db})
+	require.NoError(t, err)
+	p, err := a.Authenticate(ctx, secret)
+	require.NoError(t, err)
+	assert.Equal(t, tenant.ID, p.TenantID)
+	assert.Equal(t, tok.ID.String(), p.TokenID)
+	assert.True(t, p.Has(WebhooksWrite))
+	assert.False(t, p.Has(Admin))
+
+	for name, bad := range map[string]string{
+		"another secret":  parts[0] + "_" + parts[1] + "_" + strings.Repeat("A", len(parts[2])),
+		"no secret":       parts[0] + "_" + parts[1] + "_",
+		"a short id":      "kt_1234_" + parts[2],
+		"an unknown id":   "kt_0000000000007000800000000000000a_" + parts[2],
+		"not a token":     "hello",
+		"no token at all": "",
+	} {
+		_, err := a.Authenticate(ctx, bad)
+		assert.ErrorIs(t, err, ErrUnauthenticated, name)
+	}
+}
+
+func TestLastUsedIsWrittenAtMostOnceAMinute(t *testing.T) {
+	ctx := context.Background()
+	db := dbtest.New(t)
+	store, _ := NewStore(db)
+	tok, secret, err := store.CreateToken(ctx, NewToken{Tenant: tenancy.DefaultName, Scopes: []string{"admin"}})
+	require.NoError(t, err)
+	a, _ := NewAuthenticator(AuthenticatorOptions{DB: db, CacheTTL: time.Millisecond})
+	clock := time.Now()
+	a.now = func() time.Time { return clock }
+	lastUsed := func() *time.Time {
+		var at *time.Time
+		require.NoError(t, db.SQL().QueryRowContext(ctx, `SELECT last_used_at FROM api_tokens WHERE id = $1`, tok.ID).Scan(&at))
+		return at
+	}
+
+	_, err = a.Authenticate(ctx, secret)
+	require.NoError(t, err)
+	first := lastUsed()
+	require.NotNil(t, first, "the first use is recorded")
+	for range 5 {
+		clock = clock.Add(5 * time.Second)
+		_, err = a.Authenticate(ctx, secret)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, first.UnixMicro(), lastUsed().UnixMicro(), "uses within the minute write nothing")
+
+	// A minute later (in the database's clock too), the next use is recorded.
+	_, err = db.SQL().ExecContext(ctx, `UPDATE api_tokens SET last_used_at = last_used_at - interval '61 seconds' WHERE id = $1`, tok.ID)
+	require.NoError(t, err)
+	clock = clock.Add(61 * time.Second)
+	_, err = a.Authenticate(ctx, secret)
+	require.NoError(t, err)
+	assert.True(t, lastUsed().After(*first), "the use a minute later is recorded")
+}
+
+func TestExpiredRevokedAndDisabledTenantTokensAreRefused(t *testing.T) {
+	ctx := context.Background()
+	db := dbtest.New(t)
+	store, _ := NewStore(db)
+	_, err := store.CreateTenant(ctx, "acme")
+	require.NoError(t, err)
+	a, _ := NewAuthenticator(AuthenticatorOptions{DB: db, BootstrapTokens: []string{"boot"}})
+	clock := time.Now()
+	a.now = func() time.Time { return clock }
+
+	_, expiring, err := store.CreateToken(ctx, NewToken{Tenant: "acme", Scopes: []string{"webhooks:read"}, ExpiresIn: time.Hour})
+	require.NoError(t, err)
+	_, err = a.Authenticate(ctx, expiring)
+	require.NoError(t, err)
+	clock = clock.Add(time.Hour + time.Second)
+	_, err = a.Authenticate(ctx, expiring)
+	var failure *Failure
+	require.ErrorAs(t, err, &failure)
+	assert.Equal(t, "expired", failure.Reason)
+
+	revoked, secret, err := store.CreateToken(ctx, NewToken{Tenant: "acme", Scopes: []string{"webhooks:read"}})
+	require.NoError(t, err)
+	_, err = a.Authenticate(ctx, secret)
+	require.NoError(t, err)
+	_, err = store.RevokeToken(ctx, revoked.TenantID, revoked.ID)
+	require.NoError(t, err)
+	_, err = a.Authenticate(ctx, secret)
+	require.NoError(t, err, "within the cache TTL a replica may still accept it")
+	clock = clock.Add(DefaultCacheTTL)
+	_, err = a.Authenticate(ctx, secret)
+	require.ErrorAs(t, err, &failure, "after the cache TTL the revocation holds")
+	assert.Equal(t, "revoked", failure.Reason)
+
+	other, err := store.CreateTenant(ctx, "other")
+	require.NoError(t, err)
+	_, err = store.RevokeToken(ctx, other.ID, revoked.ID)
+	assert.ErrorIs(t, err, apperr.ErrNotFound, "another tenant's token is not found")
+
+	_, live, err := store.CreateToken(ctx, NewToken{Tenant: "acme", Scopes: []string{"webhooks:read"}})
+	require.NoError(t, err)
+	_, err = store.SetTenantDisabled(ctx, "acme", true)
+	require.NoError(t, err)
+	a.Forget()
+	_, err = a.Authenticate(ctx, live)
+	assert.ErrorIs(t, err, ErrTenantDisabled)
+	_, err = store.SetTenantDisabled(ctx, "acme", false)
+	require.NoError(t, err)
+	a.Forget()
+	_, err = a.Authenticate(ctx, live)
+	assert.NoError(t, err, "enabled again, its tokens work again")
+
+	_, err = store.SetTenantDisabled(ctx, tenancy.DefaultName, true)
+	require.NoError(t, err)
+	a.Forget()
+	_, err = a.Authenticate(ctx, "boot")
+	assert.ErrorIs(t, err, ErrTenantDisabled, "bootstrap tokens belong to the default tenant")
+}
+
+func TestUnknownScopesAndTenantsAreRefusedAndWriteNothing(t *testing.T) {
+	ctx := context.Background()
+	db := dbtest.New(t)
+	store, _ := NewStore(db)
+	cases := map[string]NewToken{
+		"unknown scope":   {Tenant: "default", Scopes: []string{"webhooks:read", "webhooks:delete"}},
+		"no scope":        {Tenant: "default"},
+		"unknown tenant":  {Tenant: "nobody", Scopes: []string{"webhooks:read"}},
+		"negative expiry": {Tenant: "default", Scopes: []string{"webhooks:read"}, ExpiresIn: -time.Hour},
+	}
+	for name, in := range cases {
+		_, _, err := store.CreateToken(ctx, in)
+		var ve *apperr.ValidationError
+		assert.True(t, errors.As(err, &ve) || errors.Is(err, apperr.ErrNotFound), "%s: %v", name, err)
+	}
+	var n int
+	require.NoError(t, db.SQL().QueryRowContext(ctx, `SELECT count(*) FROM api_tokens`).Scan(&n))
+	assert.Zero(t, n)
+	_, err := store.CreateTenant(ctx, "Bad Name")
+	assert.Error(t, err)
+	_, err = store.CreateTenant(ctx, "default")
+	var sc *apperr.StateConflictError
+	assert.ErrorAs(t, err, &sc)
+}

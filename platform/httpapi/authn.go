@@ -1,0 +1,162 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/keelson/keelson/platform/auth"
+	"github.com/keelson/keelson/platform/correlation"
+	"github.com/keelson/keelson/platform/tenancy"
+)
+
+// Problem codes of authentication and authorization.
+const (
+	CodeInsufficientScope = "insufficient_scope"
+	CodeTenantDisabled    = "tenant_disabled"
+	CodeRateLimited       = "rate_limited"
+)
+
+// failureSummaryEvery bounds the WARN lines about failed authentications; each failure itself is DEBUG.
+const failureSummaryEvery = time.Minute
+
+// authenticator puts the principal of the bearer token, and its tenant, into the request context.
+type authenticator struct {
+	auth     *auth.Authenticator
+	limit    RateLimiter
+	failures *failureLog
+}
+
+// RateLimiter counts a request of a token; a refused one waits retryAfter. Shared by every replica
+// when backed by the database (auth.Limiter).
+type RateLimiter interface {
+	Allow(ctx context.Context, key string) (ok bool, retryAfter time.Duration, err error)
+}
+
+func bearerToken(r *http.Request) string {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
+// principal authenticates c's request, answering the refusal itself; ok is false when it did.
+func (a *authenticator) principal(c *gin.Context) (auth.Principal, bool) {
+	p, err := a.auth.Authenticate(c.Request.Context(), bearerToken(c.Request))
+	var failure *auth.Failure
+	switch {
+	case errors.As(err, &failure):
+		a.failures.record(c, failure.Reason)
+		writeProblem(c, unauthorized())
+		return p, false
+	case errors.Is(err, auth.ErrTenantDisabled):
+		writeProblem(c, withType(Problem{Status: http.StatusForbidden, Code: CodeTenantDisabled,
+			Detail: "the token's tenant is disabled"}))
+		return p, false
+	case err != nil:
+		writeError(c, err)
+		return p, false
+	}
+	return p, true
+}
+
+func (a *authenticator) middleware() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		p, ok := a.principal(c)
+		if !ok {
+			return
+		}
+		ctx := auth.With(tenancy.With(c.Request.Context(), p.TenantID), p)
+		c.Request = c.Request.WithContext(ctx)
+		if a.limit != nil {
+			allowed, wait, err := a.limit.Allow(ctx, p.TokenID)
+			if err != nil {
+				writeError(c, err)
+				return
+			}
+			if !allowed {
+				c.Header("Retry-After", retryAfterSeconds(wait))
+				writeProblem(c, withType(Problem{Status: http.StatusTooManyRequests, Code: CodeRateLimited,
+					Detail: "this token's request rate limit is reached; retry after Retry-After seconds"}))
+				return
+			}
+		}
+		c.Next()
+	}
+}
+
+func retryAfterSeconds(d time.Duration) string {
+	s := int((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return strconv.Itoa(s)
+}
+
+// requireScope refuses a principal without scope with 403 insufficient_scope; "" admits any token.
+func requireScope(c *gin.Context, scope auth.Scope) error {
+	if scope == "" {
+		return nil
+	}
+	if p, ok := auth.From(c.Request.Context()); ok && p.Has(scope) {
+		return nil
+	}
+	return newProblem(http.StatusForbidden, CodeInsufficientScope, "this token lacks the scope "+string(scope))
+}
+
+// RequireScope is requireScope as gin middleware, for routes declared the gin way.
+func RequireScope(scope auth.Scope) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if err := requireScope(c, scope); err != nil {
+			writeError(c, err)
+			return
+		}
+		c.Next()
+	}
+}
+
+// failureLog logs each failed authentication at DEBUG and, at most once a minute, a WARN summary of
+// those since the last one, so a scanner neither floods the log nor goes unnoticed.
+type failureLog struct {
+	logger *slog.Logger
+	mu     sync.Mutex
+	last   time.Time
+	counts map[string]int
+}
+
+func (f *failureLog) record(c *gin.Context, reason string) {
+	ctx := c.Request.Context()
+	f.logger.DebugContext(ctx, "authentication failed", "reason", reason, "method", c.Request.Method,
+		"path", c.Request.URL.Path, "client_ip", c.ClientIP(), "request_id", correlation.ID(ctx))
+	now := time.Now()
+	f.mu.Lock()
+	if f.counts == nil {
+		f.counts = map[string]int{}
+	}
+	f.counts[reason]++
+	if now.Sub(f.last) < failureSummaryEvery {
+		f.mu.Unlock()
+		return
+	}
+	counts := f.counts
+	f.counts, f.last = map[string]int{}, now
+	f.mu.Unlock()
+	total := 0
+	reasons := make([]string, 0, len(counts))
+	for r, n := range counts {
+		total += n
+		reasons = append(reasons, r+"="+strconv.Itoa(n))
+	}
+	sort.Strings(reasons)
+	f.logger.WarnContext(ctx, "failed authentications", "count", total, "reasons", strings.Join(reasons, " "),
+		"window", failureSummaryEvery.String())
+}

@@ -15,7 +15,6 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/platform/database"
@@ -47,16 +46,24 @@ func (p *pings) Migrations() fs.FS {
 
 func (p *pings) Register(r *module.Registry) error {
 	r.Routes(func(api *httpapi.API) {
-		api.POST("/pings", httpapi.H(func(c *gin.Context) error {
-			var in struct {
+		type createIn struct {
+			Body struct {
 				Note string `json:"note"`
 			}
-			if err := httpapi.BindJSON(c, &in); err != nil {
-				return err
+		}
+		type createOut struct {
+			Body struct {
+				ID uuid.UUID `json:"id"`
 			}
-			id := uuid.New()
-			err := r.DB.WithTx(c.Request.Context(), func(ctx context.Context) error {
-				if err := r.DB.Conn(ctx).Exec("INSERT INTO pings (id, note) VALUES (?, ?)", id, in.Note).Error; err != nil {
+		}
+		g := api.Module("", "pings")
+		httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/pings", ID: "createPing", Summary: "Create a ping",
+			Status: http.StatusCreated}, func(ctx context.Context, in *createIn) (*createOut, error) {
+			out := &createOut{}
+			out.Body.ID = uuid.New()
+			id := out.Body.ID
+			return out, r.DB.WithTx(ctx, func(ctx context.Context) error {
+				if err := r.DB.Conn(ctx).Exec("INSERT INTO pings (id, note) VALUES (?, ?)", id, in.Body.Note).Error; err != nil {
 					return err
 				}
 				ev, err := messaging.NewEvent(ctx, "pings", "ping.created", map[string]string{"id": id.String()})
@@ -69,12 +76,7 @@ func (p *pings) Register(r *module.Registry) error {
 				_, err = r.Jobs.Enqueue(ctx, "pings.echo", map[string]string{"id": id.String()}, jobs.EnqueueOptions{})
 				return err
 			})
-			if err != nil {
-				return err
-			}
-			c.JSON(http.StatusCreated, gin.H{"id": id})
-			return nil
-		}))
+		})
 	})
 	r.Subscribe(messaging.Subscription{Consumer: "pings.audit", EventTypes: []string{"ping.created"},
 		Handle: func(_ context.Context, e messaging.Event) error {
@@ -93,7 +95,6 @@ func (p *pings) Register(r *module.Registry) error {
 		p.mark(p.jobsDone, body.ID)
 		return nil
 	}})
-	r.OpenAPI([]byte(`{"paths":{"/api/v1/pings":{"post":{"summary":"Create a ping","responses":{"201":{"description":"created"}}}}}}`))
 	return nil
 }
 
@@ -205,7 +206,7 @@ func TestServeWiresAModulesMigrationRoutesHandlersAndJobs(t *testing.T) {
 
 	doc := body(t, base+"/openapi.json")
 	if !strings.Contains(doc, `"/api/v1/pings"`) {
-		t.Fatal("the module's OpenAPI fragment is missing from /openapi.json")
+		t.Fatal("the module's route is missing from /openapi.json")
 	}
 }
 

@@ -24,7 +24,7 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 	for _, m := range []module.Module{conv, proposals.New()} {
 		require.NoError(t, m.Register(registry.For(m)))
 	}
-	engine, api, err := httpapi.NewEngine(httpapi.Options{Logger: hosttest.Logger(), Metrics: prometheus.NewRegistry(), OpenAPI: registry.OpenAPIFragments()})
+	engine, api, err := httpapi.NewEngine(httpapi.Options{Logger: hosttest.Logger(), Metrics: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	for _, rs := range registry.RouteSets() {
 		rs.Mount(api)

@@ -99,7 +99,7 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 	require.NoError(t, reg.Err())
 
 	engine, api, err := httpapi.NewEngine(httpapi.Options{Logger: logger, Tokens: []string{hosttest.Token}, Metrics: promReg,
-		ConflictCodes: reg.ConflictCodes(), OpenAPI: reg.OpenAPIFragments(), Events: reg.Catalog().Docs})
+		ConflictCodes: reg.ConflictCodes(), Events: reg.Catalog().Docs})
 	require.NoError(t, err)
 	for _, rs := range reg.RouteSets() {
 		rs.Mount(api)

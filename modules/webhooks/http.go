@@ -39,12 +39,14 @@ func mountRoutes(api *httpapi.API, s *Service) {
 		Summary: "Get a delivery with its attempts and the body they send."}, h.getDelivery)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/deliveries/{id}/redeliver", ID: "redeliverWebhook",
 		Summary: "Send a delivery again, whatever its status.", Status: http.StatusAccepted}, h.redeliver)
-	// Declared the gin way until they move to httpapi.Handle; their OpenAPI comes from openapi.json.
-	legacy := api.RouterGroup.Group("/webhooks")
-	legacy.POST("/subscriptions/:id/pause", httpapi.H(h.pauseSubscription))
-	legacy.POST("/subscriptions/:id/resume", httpapi.H(h.resumeSubscription))
-	legacy.GET("/subscriptions/:id/stats", httpapi.H(h.subscriptionStats))
-	legacy.POST("/subscriptions/:id/test", httpapi.H(h.sendTest))
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/subscriptions/{id}/pause", ID: "pauseWebhookSubscription",
+		Summary: "Pause sending: pending deliveries wait, new events still add deliveries."}, h.pauseSubscription)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/subscriptions/{id}/resume", ID: "resumeWebhookSubscription",
+		Summary: "Make a paused or disabled subscription active; its waiting deliveries are sent from where they were."}, h.resumeSubscription)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/subscriptions/{id}/stats", ID: "getWebhookSubscriptionStats",
+		Summary: "Attempts, success rate, p50/p95 duration over the last hour and day, and the due backlog."}, h.subscriptionStats)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/subscriptions/{id}/test", ID: "sendWebhookTest",
+		Summary: "Send a webhook.test event to this subscription alone; answers with its delivery.", Status: http.StatusAccepted}, h.sendTest)
 }
 
 type handlers struct{ s *Service }

@@ -2,13 +2,10 @@ package webhooks
 
 import (
 	"context"
-	"net/http"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
-	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/httpapi"
 )
 
@@ -20,63 +17,51 @@ func utc(t *time.Time) *time.Time {
 	return &u
 }
 
-func (h handlers) pauseSubscription(c *gin.Context) error {
-	return h.changeStatus(c, h.s.PauseSubscription)
+func (h handlers) pauseSubscription(ctx context.Context, in *emptyBodyIn) (*subscriptionOut, error) {
+	sub, err := h.s.PauseSubscription(ctx, in.ID, in.If)
+	if err != nil {
+		return nil, err
+	}
+	return subscriptionAnswer(toSubscriptionResponse(sub)), nil
 }
 
-func (h handlers) resumeSubscription(c *gin.Context) error {
-	return h.changeStatus(c, h.s.ResumeSubscription)
+func (h handlers) resumeSubscription(ctx context.Context, in *emptyBodyIn) (*subscriptionOut, error) {
+	sub, err := h.s.ResumeSubscription(ctx, in.ID, in.If)
+	if err != nil {
+		return nil, err
+	}
+	return subscriptionAnswer(toSubscriptionResponse(sub)), nil
 }
 
-func (h handlers) changeStatus(c *gin.Context, change statusChange) error {
-	id, err := httpapi.PathUUID(c, "id")
-	if err != nil {
-		return err
-	}
-	if err := httpapi.BindJSON(c, &struct{}{}, httpapi.AllowEmpty); err != nil {
-		return err
-	}
-	sub, err := change(c.Request.Context(), id, httpapi.Precondition(c))
-	if err != nil {
-		return err
-	}
-	resp := toSubscriptionResponse(sub)
-	httpapi.SetETag(c, resp.Version)
-	c.JSON(http.StatusOK, resp)
-	return nil
+type statsOut struct {
+	Body SubscriptionStats
 }
 
-// statusChange is PauseSubscription or ResumeSubscription.
-type statusChange func(ctx context.Context, id uuid.UUID, pre concurrency.Precondition) (Subscription, error)
-
-func (h handlers) subscriptionStats(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
+func (h handlers) subscriptionStats(ctx context.Context, in *byID) (*statsOut, error) {
+	st, err := h.s.SubscriptionStats(ctx, in.ID)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	st, err := h.s.SubscriptionStats(c.Request.Context(), id)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, st)
-	return nil
+	return &statsOut{Body: st}, nil
 }
 
-func (h handlers) sendTest(c *gin.Context) error {
-	id, err := httpapi.PathUUID(c, "id")
+// sendTestIn takes an empty body or {}: the test event's content is fixed.
+type sendTestIn struct {
+	ID   uuid.UUID `path:"id"`
+	Body struct{}  `required:"false"`
+}
+
+type createdDeliveryOut struct {
+	ETag     string `header:"ETag"`
+	Location string `header:"Location"`
+	Body     deliveryResponse
+}
+
+func (h handlers) sendTest(ctx context.Context, in *sendTestIn) (*createdDeliveryOut, error) {
+	d, err := h.s.SendTest(ctx, in.ID)
 	if err != nil {
-		return err
-	}
-	if err := httpapi.BindJSON(c, &struct{}{}, httpapi.AllowEmpty); err != nil {
-		return err
-	}
-	d, err := h.s.SendTest(c.Request.Context(), id)
-	if err != nil {
-		return err
+		return nil, err
 	}
 	resp := toDeliveryResponse(d)
-	c.Header("Location", "/api/v1/webhooks/deliveries/"+d.ID.String())
-	httpapi.SetETag(c, resp.Version)
-	c.JSON(http.StatusAccepted, resp)
-	return nil
+	return &createdDeliveryOut{ETag: resp.Version, Location: httpapi.APIPrefix + "/webhooks/deliveries/" + d.ID.String(), Body: resp}, nil
 }

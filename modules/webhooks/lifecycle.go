@@ -1,11 +1,10 @@
 package webhooks
 
 import (
-	_ "embed"
+	"context"
 	"net/http"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/platform/httpapi"
@@ -13,54 +12,54 @@ import (
 	"github.com/keelson/keelson/platform/module"
 )
 
-//go:embed openapi_lifecycle.json
-var lifecycleOpenAPI []byte
-
 // registerLifecycle declares bulk recovery (its routes and job kind) and retention (its schedule).
 func (m *Module) registerLifecycle(r *module.Registry, svc *Service) error {
 	svc.jobs = r.Jobs
-	r.Routes(func(api *httpapi.API) { mountLifecycleRoutes(api.RouterGroup.Group("/webhooks"), svc) })
+	r.Routes(func(api *httpapi.API) { mountLifecycleRoutes(api, svc) })
 	r.JobKind(jobs.Kind{Name: recoverJob, Handle: svc.runRecovery, Options: jobs.KindOptions{Timeout: 10 * time.Minute}})
 	if m.cfg.Retention > 0 {
 		r.Schedule(jobs.Schedule{Name: retentionSchedule, Interval: m.cfg.retentionInterval(), Run: svc.Prune})
 	}
-	r.OpenAPI(lifecycleOpenAPI)
 	return nil
 }
 
-func mountLifecycleRoutes(g *gin.RouterGroup, s *Service) {
-	g.POST("/subscriptions/:id/recover", httpapi.H(func(c *gin.Context) error {
-		id, err := httpapi.PathUUID(c, "id")
-		if err != nil {
-			return err
-		}
-		var req struct {
-			Since *time.Time `json:"since"`
-			Until *time.Time `json:"until"`
-		}
-		if err := httpapi.BindJSON(c, &req); err != nil {
-			return err
-		}
-		op, err := s.Recover(c.Request.Context(), id, RecoverInput{Since: req.Since, Until: req.Until})
-		if err != nil {
-			return err
-		}
-		c.Header("Location", httpapi.APIPrefix+"/webhooks/operations/"+op.ID.String())
-		c.JSON(http.StatusAccepted, toOperationResponse(op))
-		return nil
-	}))
-	g.GET("/operations/:id", httpapi.H(func(c *gin.Context) error {
-		id, err := httpapi.PathUUID(c, "id")
-		if err != nil {
-			return err
-		}
-		op, err := s.Operation(c.Request.Context(), id)
-		if err != nil {
-			return err
-		}
-		c.JSON(http.StatusOK, toOperationResponse(op))
-		return nil
-	}))
+func mountLifecycleRoutes(api *httpapi.API, s *Service) {
+	h := handlers{s: s}
+	g := api.Module("/webhooks", "webhooks")
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/subscriptions/{id}/recover", ID: "recoverWebhookSubscription",
+		Summary: "Re-queue the subscription's failed deliveries created in [since, until) as a background operation, in batches.",
+		Status:  http.StatusAccepted}, h.recoverSubscription)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/operations/{id}", ID: "getWebhookOperation",
+		Summary: "A background operation: status, counts and progress."}, h.operation)
+}
+
+type recoverIn struct {
+	ID   uuid.UUID `path:"id"`
+	Body struct {
+		Since *time.Time `json:"since,omitempty" doc:"default: the retention horizon"`
+		Until *time.Time `json:"until,omitempty" doc:"default: now"`
+	} `required:"false"`
+}
+
+type operationOut struct {
+	Location string `header:"Location"`
+	Body     operationResponse
+}
+
+func (h handlers) recoverSubscription(ctx context.Context, in *recoverIn) (*operationOut, error) {
+	op, err := h.s.Recover(ctx, in.ID, RecoverInput{Since: in.Body.Since, Until: in.Body.Until})
+	if err != nil {
+		return nil, err
+	}
+	return &operationOut{Location: httpapi.APIPrefix + "/webhooks/operations/" + op.ID.String(), Body: toOperationResponse(op)}, nil
+}
+
+func (h handlers) operation(ctx context.Context, in *byID) (*operationOut, error) {
+	op, err := h.s.Operation(ctx, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &operationOut{Body: toOperationResponse(op)}, nil
 }
 
 type operationResponse struct {

@@ -4,7 +4,6 @@
 package webhooks
 
 import (
-	_ "embed"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -23,9 +22,6 @@ import (
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
 )
-
-//go:embed openapi.json
-var legacyOpenAPI []byte
 
 // Name is the module's name: migration owner, consumer prefix, log attribute.
 const Name = "webhooks"
@@ -183,7 +179,6 @@ func (m *Module) Register(r *module.Registry) error {
 	m.service = svc
 	svc.traceAttempts(r.TracerProvider)
 	r.Routes(func(api *httpapi.API) { mountRoutes(api, svc) })
-	r.OpenAPI(legacyOpenAPI) // the routes not yet declared with httpapi.Handle
 	// Every public event of every module becomes a webhook event: no list here.
 	r.PublicEvents(contract.Events...)
 	r.SubscribePublicEvents(messaging.Subscription{Consumer: fanoutConsumer, Handle: svc.handleIntegrationEvent})

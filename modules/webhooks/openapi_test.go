@@ -23,12 +23,12 @@ func Test_the_OpenAPI_document_describes_exactly_the_mounted_routes(t *testing.T
 	require.NoError(t, err)
 	require.NoError(t, mod.Register(reg.For(mod)))
 
-	engine, api, err := httpapi.NewEngine(httpapi.Options{Logger: testLogger(), Metrics: promReg, OpenAPI: reg.OpenAPIFragments()})
+	engine, api, err := httpapi.NewEngine(httpapi.Options{Logger: testLogger(), Metrics: promReg})
 	require.NoError(t, err)
 	for _, rs := range reg.RouteSets() {
 		rs.Mount(api)
 	}
-	doc, err := api.Document(reg.Catalog().Docs(), reg.OpenAPIFragments()...)
+	doc, err := api.Document(reg.Catalog().Docs())
 	require.NoError(t, err)
 	require.NoError(t, httpapi.CheckOpenAPI(engine, doc))
 }

@@ -132,7 +132,6 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 		Metrics:            metrics,
 		Ready:              map[string]func(context.Context) error{"postgres": opts.DB.Ping, "rabbitmq": bus.Ping},
 		ConflictCodes:      registry.ConflictCodes(),
-		OpenAPI:            registry.OpenAPIFragments(),
 		DB:                 opts.DB,
 		Events:             registry.Catalog().Docs,
 	})

@@ -28,14 +28,14 @@ var problemResponses = map[int]string{
 	http.StatusUnprocessableEntity: "ValidationFailed", http.StatusInternalServerError: "InternalError",
 }
 
-// Document is the served OpenAPI document: the base (operations routes, shared components), legacy
-// fragments, every declared route and every public event.
-func (a *API) Document(events []EventDoc, fragments ...[]byte) ([]byte, error) {
+// Document is the served OpenAPI document: the base (operations routes, shared components), every
+// declared route and every public event.
+func (a *API) Document(events []EventDoc) ([]byte, error) {
 	frag, err := a.fragment(events)
 	if err != nil {
 		return nil, err
 	}
-	return OpenAPIDocument(append(fragments, frag)...)
+	return OpenAPIDocument(frag)
 }
 
 func (a *API) fragment(events []EventDoc) ([]byte, error) {

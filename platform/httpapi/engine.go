@@ -38,8 +38,6 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// ConflictCodes maps a table ("proposals") to the code and detail of its 409 instead of concurrency_conflict.
 	ConflictCodes map[string]ConflictAnswer
-	// OpenAPI are hand-written fragments merged into /openapi.json besides the declared routes.
-	OpenAPI [][]byte
 	// CORSAllowedOrigins are the browser origins (https://app.example.com) allowed to call the
 	// API cross-origin; none means no CORS headers at all.
 	CORSAllowedOrigins []string
@@ -77,9 +75,6 @@ func NewEngine(opts Options) (*gin.Engine, *API, error) {
 	authenticate := &authenticator{auth: authn, limit: opts.RateLimit, failures: &failureLog{logger: opts.Logger}}
 	metrics, err := newHTTPMetrics(opts.Metrics)
 	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := OpenAPIDocument(opts.OpenAPI...); err != nil {
 		return nil, nil, err
 	}
 	corsMiddleware, err := cors(opts.CORSAllowedOrigins)
@@ -136,7 +131,7 @@ func NewEngine(opts Options) (*gin.Engine, *API, error) {
 		if opts.Events != nil {
 			events = opts.Events()
 		}
-		return api.Document(events, opts.OpenAPI...)
+		return api.Document(events)
 	})
 	engine.GET("/openapi.json", H(func(c *gin.Context) error {
 		doc, err := document()

@@ -206,7 +206,6 @@ func TestNewEngineRejectsMissingDependencies(t *testing.T) {
 		{"nil metrics", func(o *httpapi.Options) { o.Metrics = nil }},
 		{"empty token", func(o *httpapi.Options) { o.Tokens = []string{"a", " "} }},
 		{"nil ready check", func(o *httpapi.Options) { o.Ready = map[string]func(context.Context) error{"postgres": nil} }},
-		{"fragment not JSON", func(o *httpapi.Options) { o.OpenAPI = [][]byte{[]byte("{")} }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -67,7 +67,6 @@ type declared struct {
 	jobKinds      []jobs.Kind
 	schedules     []jobs.Schedule
 	conflictCodes map[string]httpapi.ConflictAnswer
-	openAPI       [][]byte
 	catalog       *Catalog
 	catalogSubs   []messaging.Subscription // EventTypes filled with the catalog's types when read
 	resealers     []Resealer
@@ -160,9 +159,6 @@ func (r *Registry) ConflictCode(table, code, detail string) {
 	r.conflictCodes[table] = httpapi.ConflictAnswer{Code: code, Detail: detail}
 }
 
-// OpenAPI adds an OpenAPI 3 fragment (its "paths" and "components") to /openapi.json.
-func (r *Registry) OpenAPI(fragment []byte) { r.openAPI = append(r.openAPI, fragment) }
-
 // SealedData declares values the module stores sealed, for `keelson secrets reencrypt`.
 func (r *Registry) SealedData(rs Resealer) {
 	if rs.Name == "" {
@@ -199,6 +195,3 @@ func (r *Registry) Schedules() []jobs.Schedule { return r.schedules }
 
 // ConflictCodes returns the table → problem overrides.
 func (r *Registry) ConflictCodes() map[string]httpapi.ConflictAnswer { return r.conflictCodes }
-
-// OpenAPIFragments returns the registered OpenAPI fragments.
-func (r *Registry) OpenAPIFragments() [][]byte { return r.openAPI }

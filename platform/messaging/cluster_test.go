@@ -3,6 +3,7 @@ package messaging_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -96,4 +97,34 @@ func TestABusFailsOverToTheNextBrokerAddress(t *testing.T) {
 	}
 	seen, deliveries := got.snapshot()
 	t.Logf("%d events, %d received, %d duplicates", len(ids), len(seen), deliveries-len(seen))
+}
+
+// TestABusStartsPastADeadFirstBrokerAddress lists a loopback port nobody listens on before the
+// real broker: the bus dials past it at start and carries every event.
+func TestABusStartsPastADeadFirstBrokerAddress(t *testing.T) {
+	db := dbtest.New(t)
+	pub := newPublisher(t, db)
+	target, err := url.Parse(amqpURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := closed.Addr().String()
+	_ = closed.Close() // the port now refuses connections
+	cfg := testConfig(t, "deadfirst")
+	cfg.AMQPURL = (&url.URL{Scheme: target.Scheme, User: target.User, Host: dead, Path: target.Path}).String() + "," + amqpURL()
+	got := newCollector()
+	bus := startBus(t, cfg, db, messaging.Subscription{Consumer: "deadfirst", EventTypes: []string{"test.created"}, Handle: got.handle})
+
+	var ids []string
+	for i := range 50 {
+		ids = append(ids, publishOne(t, db, pub, "test.created", map[string]int{"i": i}, true).ID)
+	}
+	waitFor(t, 30*time.Second, "every event with the first address dead", func() bool { return got.has(ids) })
+	if err := bus.bus.Ping(context.Background()); err != nil {
+		t.Errorf("Ping with the first address dead: %v", err)
+	}
 }

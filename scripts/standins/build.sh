@@ -8,8 +8,10 @@
 # A minimal bookworm root (debootstrap, from the Debian mirror apt on this machine uses) is imported
 # as keelson-standin/bookworm; PostgreSQL 15 and RabbitMQ 3.10 are installed into copies of it with
 # apt-get in a chroot; the Go stage gets this machine's GOROOT. Images are tagged with a hash of
-# these scripts and the Go version, so a second run on one machine reuses them; from nothing it
-# takes a few minutes.
+# these scripts and the Go version, so a second run on one machine reuses them. Each image is also
+# saved as a tarball under KEELSON_STANDIN_CACHE (/var/tmp/keelson-standins-cache): after
+# `docker system prune -a` they are loaded in seconds instead of built again. From nothing it
+# takes a few minutes, most of them debootstrap and apt downloads.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C
@@ -49,11 +51,30 @@ trap cleanup EXIT
 have() { docker image inspect "$1" >/dev/null 2>&1; }
 log() { echo "standins: $*" >&2; }
 
+cache="${KEELSON_STANDIN_CACHE:-/var/tmp/keelson-standins-cache}"
+mkdir -p "$cache"
+# cached IMAGE: load IMAGE from its tarball when the image store lost it (and save it when only the
+# store has it); false when neither has it.
+cached() {
+	local tarball="$cache/${1//[\/:]/_}.tar"
+	if have "$1"; then
+		[ -s "$tarball" ] || keep "$1"
+		return 0
+	fi
+	[ -s "$tarball" ] && docker load -q -i "$tarball" >/dev/null && have "$1"
+}
+# keep IMAGE: save IMAGE into the cache, replacing older builds of the same name.
+keep() {
+	local name="${1//[\/:]/_}"
+	rm -f "$cache/${name%_*}"_*.tar
+	docker save -o "$cache/$name.tar.partial" "$1" && mv "$cache/$name.tar.partial" "$cache/$name.tar"
+}
+
 # base_root DIR: the minbase root, from the cached image or from debootstrap.
 base_root() {
 	local dir="$1" img="keelson-standin/bookworm:recipe$recipe"
 	mkdir -p "$dir"
-	if have "$img"; then
+	if cached "$img"; then
 		local cid; cid="$(docker create "$img" /bin/true)"
 		docker export "$cid" | tar -C "$dir" -x
 		docker rm "$cid" >/dev/null
@@ -72,6 +93,7 @@ base_root() {
 	rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
 	tar -C "$dir" -c . | docker import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' - "$img" >/dev/null
 	docker tag "$img" keelson-standin/bookworm:latest
+	keep "$img"
 }
 
 # install_into DIR PACKAGES...: apt-get install in a chroot, then drop the caches.
@@ -132,12 +154,13 @@ build() {
 	esac
 	image "$name" "$dir"
 	docker tag "keelson-standin/$name:$(key_of "$name")" "keelson-standin/$name:latest"
+	keep "keelson-standin/$name:$(key_of "$name")"
 }
 
 start=$SECONDS
 missing=()
 for name in go runtime postgres rabbitmq; do
-	if have "keelson-standin/$name:$(key_of "$name")"; then
+	if cached "keelson-standin/$name:$(key_of "$name")"; then
 		docker tag "keelson-standin/$name:$(key_of "$name")" "keelson-standin/$name:latest"
 	else
 		missing+=("$name")

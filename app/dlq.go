@@ -80,7 +80,7 @@ func consumerNames(ctx context.Context, cfg Config, logger *slog.Logger) ([]stri
 	if err != nil {
 		return nil, err
 	}
-	db, err := database.Open(ctx, database.Config{URL: cfg.DatabaseURL, MaxOpenConns: 2})
+	db, err := openForCommand(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -94,4 +94,9 @@ func consumerNames(ctx context.Context, cfg Config, logger *slog.Logger) ([]stri
 		names = append(names, s.Consumer)
 	}
 	return names, nil
+}
+
+// openForCommand opens the small pool a one-shot command needs.
+func openForCommand(ctx context.Context, cfg Config) (*database.DB, error) {
+	return database.Open(ctx, database.Config{URL: cfg.DatabaseURL, MaxOpenConns: 2})
 }

@@ -34,10 +34,10 @@ func main() {
 	}
 }
 
-var errUsage = errors.New("usage: keelson migrate | serve | env | healthcheck | dlq list | dlq replay QUEUE [--limit N]")
+var errUsage = errors.New("usage: keelson migrate | serve | env | healthcheck | dlq list | dlq replay QUEUE [--limit N] | secrets reencrypt [--batch N]")
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 || (len(args) != 1 && args[0] != "dlq") {
+	if len(args) == 0 || (len(args) != 1 && args[0] != "dlq" && args[0] != "secrets") {
 		return errUsage
 	}
 	if args[0] == "env" {
@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return healthcheck(ctx, addr, stdout)
 	}
-	if args[0] != "migrate" && args[0] != "serve" && args[0] != "dlq" {
+	if args[0] != "migrate" && args[0] != "serve" && args[0] != "dlq" && args[0] != "secrets" {
 		return errUsage
 	}
 	cfg, err := LoadConfig(nil)
@@ -63,6 +63,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if args[0] == "dlq" {
 		err := dlq(ctx, cfg, logger, args[1:], stdout)
 		if errors.Is(err, errDLQUsage) {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
+		return err
+	}
+	if args[0] == "secrets" {
+		err := secretsCommand(ctx, cfg, logger, args[1:], stdout)
+		if errors.Is(err, errSecretsUsage) {
 			return fmt.Errorf("%w: %w", errUsage, err)
 		}
 		return err

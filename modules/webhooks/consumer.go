@@ -123,11 +123,15 @@ func (s *Service) send(ctx context.Context, t taken) sendResult {
 	if err != nil {
 		return sendResult{StartedAt: s.now(), ErrorClass: errClassRequest, Error: err.Error()}
 	}
-	keys, err := t.sub.signingKeys(s.now())
+	keys, err := t.sub.signingKeys(s.now(), s.sealer)
 	if err != nil {
 		return sendResult{StartedAt: s.now(), ErrorClass: errClassRequest, Error: err.Error()}
 	}
-	return s.sender.send(ctx, outgoing{URL: t.sub.URL, MessageID: t.event.ID, Body: body, Keys: keys, Headers: t.sub.Headers})
+	headers, err := s.sealer.openHeaders(t.sub.ID, t.sub.Headers)
+	if err != nil {
+		return sendResult{StartedAt: s.now(), ErrorClass: errClassRequest, Error: err.Error()}
+	}
+	return s.sender.send(ctx, outgoing{URL: t.sub.URL, MessageID: t.event.ID, Body: body, Keys: keys, Headers: headers})
 }
 
 // recordOutcome stores the delivery's new state, closes the attempt and updates the subscription's

@@ -29,6 +29,7 @@ import (
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
 	"github.com/keelson/keelson/platform/outbox"
+	"github.com/keelson/keelson/platform/secrets"
 )
 
 // harness is one replica of the module built from the real platform: PostgreSQL, the outbox, and,
@@ -54,6 +55,7 @@ type harnessOptions struct {
 	jobs     bool
 	database *dbtest.Database // another replica's database; nil = a fresh one
 	logger   *slog.Logger     // nil = testLogger()
+	secrets  *secrets.Box     // KEELSON_ENCRYPTION_KEYS of the replica; nil = stored as they are
 }
 
 func testConfig() Config {
@@ -91,7 +93,7 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 
 	jobClient, err := jobs.NewClient(db)
 	require.NoError(t, err)
-	reg := module.NewRegistry(module.Deps{DB: db, Events: pub, Jobs: jobClient, Logger: logger, Metrics: promReg, InstanceID: "test-" + uuid.NewString()})
+	reg := module.NewRegistry(module.Deps{DB: db, Events: pub, Jobs: jobClient, Logger: logger, Metrics: promReg, InstanceID: "test-" + uuid.NewString(), Secrets: opts.secrets})
 	mod, err := New(cfg)
 	require.NoError(t, err)
 	require.NoError(t, mod.Register(reg.For(mod)))

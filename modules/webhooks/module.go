@@ -176,6 +176,8 @@ func (m *Module) Register(r *module.Registry) error {
 	if r.InstanceID != "" {
 		svc.instance = r.InstanceID
 	}
+	svc.sealer = sealer{box: r.Secrets}
+	r.SealedData(module.Resealer{Name: "webhooks.subscriptions", Reseal: svc.resealSubscriptions})
 	m.service = svc
 	svc.traceAttempts(r.TracerProvider)
 	r.Routes(func(api *httpapi.API) { mountRoutes(api, svc) })
@@ -213,6 +215,7 @@ type Service struct {
 	instance string
 	gate     *sendGate
 	rates    *rateCache
+	sealer   sealer // secrets and header values at rest; set by Register (none: stored as they are)
 }
 
 // NewService wires the service; cfg must have passed Validate.

@@ -105,16 +105,16 @@ func Test_secrets_are_generated_with_32_random_bytes_and_validated(t *testing.T)
 
 func Test_signing_keys_include_the_previous_secret_only_during_its_grace_period(t *testing.T) {
 	now := time.Now()
-	sub, err := newSubscription(SubscriptionInput{URL: "https://example.com/hook", EventTypes: []string{"*"}}, now, targetPolicy{})
+	sub, _, err := newSubscription(SubscriptionInput{URL: "https://example.com/hook", EventTypes: []string{"*"}}, now, targetPolicy{}, sealer{})
 	require.NoError(t, err)
-	keys, err := sub.signingKeys(now)
+	keys, err := sub.signingKeys(now, sealer{})
 	require.NoError(t, err)
 	require.Len(t, keys, 1)
 
-	_, err = sub.rotateSecret(now)
+	_, err = sub.rotateSecret(now, sealer{})
 	require.NoError(t, err)
-	keys, _ = sub.signingKeys(now.Add(time.Hour))
+	keys, _ = sub.signingKeys(now.Add(time.Hour), sealer{})
 	require.Len(t, keys, 2)
-	keys, _ = sub.signingKeys(now.Add(previousSecretTTL + time.Second))
+	keys, _ = sub.signingKeys(now.Add(previousSecretTTL+time.Second), sealer{})
 	require.Len(t, keys, 1)
 }

@@ -28,18 +28,18 @@ const (
 // Subscription is a receiver URL, the event types it wants, and the secret its requests are signed with.
 // It is persisted as is: the xmin row version travels with the loaded entity to the conditional UPDATE.
 type Subscription struct {
-	ID                      uuid.UUID          `gorm:"column:id;primaryKey"`
-	URL                     string             `gorm:"column:url"`
-	EventTypes              patternSet         `gorm:"column:event_types"`
-	Description             string             `gorm:"column:description"`
-	Enabled                 bool               `gorm:"column:enabled"` // kept equal to Status == active for readers of the old column
-	Status                  SubscriptionStatus `gorm:"column:status"`
-	DisabledReason          string             `gorm:"column:disabled_reason"`
-	Secret                  string             `gorm:"column:secret"`
-	PreviousSecret          string             `gorm:"column:previous_secret"`
-	PreviousSecretExpiresAt *time.Time         `gorm:"column:previous_secret_expires_at"`
-	// Headers are sent with every attempt; stored beside the secret, with the same protection, and
-	// shown redacted.
+	ID             uuid.UUID          `gorm:"column:id;primaryKey"`
+	URL            string             `gorm:"column:url"`
+	EventTypes     patternSet         `gorm:"column:event_types"`
+	Description    string             `gorm:"column:description"`
+	Enabled        bool               `gorm:"column:enabled"` // kept equal to Status == active for readers of the old column
+	Status         SubscriptionStatus `gorm:"column:status"`
+	DisabledReason string             `gorm:"column:disabled_reason"`
+	// Secret and PreviousSecret are held as stored: sealed (see sealer), opened only to sign.
+	Secret                  string     `gorm:"column:secret"`
+	PreviousSecret          string     `gorm:"column:previous_secret"`
+	PreviousSecretExpiresAt *time.Time `gorm:"column:previous_secret_expires_at"`
+	// Headers are sent with every attempt; their values are held sealed like the secret, and shown redacted.
 	Headers headerMap `gorm:"column:headers"`
 	// RateLimit caps the requests per second sent to it, across replicas; nil = no limit.
 	RateLimit *float64           `gorm:"column:rate_limit"`
@@ -79,8 +79,9 @@ type SubscriptionPatch struct {
 	RateLimit   *float64           // requests per second; 0 removes the limit
 }
 
-// newSubscription validates the input and returns the subscription with its secret.
-func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy) (*Subscription, error) {
+// newSubscription validates the input and returns the subscription, its secret and header values
+// sealed, and the secret in plaintext (shown once).
+func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy, seal sealer) (*Subscription, string, error) {
 	var v apperr.Validator
 	checkErr(&v, "url", validateTargetURL(in.URL, targets))
 	patterns, err := normalizePatterns(in.EventTypes)
@@ -106,27 +107,34 @@ func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy) 
 		checkErr(&v, "secret", err)
 	}
 	if err := v.Err(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if secret == "" {
 		if secret, err = newSecret(); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
 	id, err := uuid.NewV7()
 	if err != nil {
-		return nil, fmt.Errorf("subscription id: %w", err)
+		return nil, "", fmt.Errorf("subscription id: %w", err)
+	}
+	sealedSecret, err := seal.sealSecret(id, secret)
+	if err != nil {
+		return nil, "", err
+	}
+	if headers, err = seal.sealHeaders(id, headers); err != nil {
+		return nil, "", err
 	}
 	sub := &Subscription{
 		ID: id, URL: in.URL, EventTypes: patterns, Description: in.Description,
-		Secret: secret, Headers: headers, RateLimit: rate, CreatedAt: now, UpdatedAt: now,
+		Secret: sealedSecret, Headers: headers, RateLimit: rate, CreatedAt: now, UpdatedAt: now,
 	}
 	sub.setStatus(status, manualReason(status))
-	return sub, nil
+	return sub, secret, nil
 }
 
-// apply validates and applies a patch.
-func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets targetPolicy) error {
+// apply validates and applies a patch; new header values are sealed.
+func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets targetPolicy, seal sealer) error {
 	var v apperr.Validator
 	var patterns []string
 	if p.URL != nil {
@@ -169,7 +177,11 @@ func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets targetP
 		return err
 	}
 	if p.Headers != nil {
-		s.Headers = headers
+		sealed, err := seal.sealHeaders(s.ID, headers)
+		if err != nil {
+			return err
+		}
+		s.Headers = sealed
 	}
 	if p.RateLimit != nil {
 		s.RateLimit = rate
@@ -190,15 +202,20 @@ func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets targetP
 	return nil
 }
 
-// rotateSecret replaces the secret; the old one keeps signing beside it for previousSecretTTL.
-func (s *Subscription) rotateSecret(now time.Time) (string, error) {
+// rotateSecret replaces the secret and returns the new one in plaintext; the old one keeps signing
+// beside it for previousSecretTTL.
+func (s *Subscription) rotateSecret(now time.Time, seal sealer) (string, error) {
 	secret, err := newSecret()
+	if err != nil {
+		return "", err
+	}
+	sealed, err := seal.sealSecret(s.ID, secret)
 	if err != nil {
 		return "", err
 	}
 	expires := now.Add(previousSecretTTL)
 	s.PreviousSecret, s.PreviousSecretExpiresAt = s.Secret, &expires
-	s.Secret = secret
+	s.Secret = sealed
 	s.UpdatedAt = now
 	return secret, nil
 }
@@ -222,16 +239,24 @@ func (s *Subscription) wants(eventType string) bool {
 	return anyPatternMatches(s.EventTypes, eventType)
 }
 
-// signingKeys returns the HMAC keys a request is signed with at now: the current secret, plus the
-// previous one while its grace period lasts.
-func (s *Subscription) signingKeys(now time.Time) ([][]byte, error) {
-	key, err := secretKey(s.Secret)
+// signingKeys opens the secrets and returns the HMAC keys a request is signed with at now: the
+// current secret, plus the previous one while its grace period lasts.
+func (s *Subscription) signingKeys(now time.Time, seal sealer) ([][]byte, error) {
+	secret, err := seal.openSecret(s.ID, s.Secret)
+	if err != nil {
+		return nil, err
+	}
+	key, err := secretKey(secret)
 	if err != nil {
 		return nil, fmt.Errorf("subscription %s: stored secret: %w", s.ID, err)
 	}
 	keys := [][]byte{key}
 	if s.PreviousSecret != "" && s.PreviousSecretExpiresAt != nil && now.Before(*s.PreviousSecretExpiresAt) {
-		if prev, err := secretKey(s.PreviousSecret); err == nil {
+		previous, err := seal.openSecret(s.ID, s.PreviousSecret)
+		if err != nil {
+			return nil, err
+		}
+		if prev, err := secretKey(previous); err == nil {
 			keys = append(keys, prev)
 		}
 	}
@@ -359,7 +384,7 @@ func scanJSONB(src, dst any, column string) error {
 // CreateSubscription validates and stores a subscription; it returns the secret, shown only now.
 // It joins the unit of work in ctx, so an in-process caller can create one within its own transaction.
 func (s *Service) CreateSubscription(ctx context.Context, in SubscriptionInput) (Subscription, string, error) {
-	sub, err := newSubscription(in, s.now(), s.targets)
+	sub, secret, err := newSubscription(in, s.now(), s.targets, s.sealer)
 	if err != nil {
 		return Subscription{}, "", err
 	}
@@ -373,7 +398,7 @@ func (s *Service) CreateSubscription(ctx context.Context, in SubscriptionInput) 
 		return Subscription{}, "", err
 	}
 	sub.Health = SubscriptionHealth{SubscriptionID: sub.ID}
-	return *sub, sub.Secret, nil
+	return *sub, secret, nil
 }
 
 // Subscription returns one live subscription.
@@ -414,7 +439,7 @@ func (s *Service) Subscriptions(ctx context.Context, after uuid.UUID, limit int)
 func (s *Service) UpdateSubscription(ctx context.Context, id uuid.UUID, p SubscriptionPatch, pre concurrency.Precondition) (Subscription, error) {
 	sub, err := database.Update(ctx, s.db, s.subscriptionChange(id, pre, func(ctx context.Context, sub *Subscription) error {
 		was := sub.Status
-		if err := sub.apply(p, s.now(), s.targets); err != nil {
+		if err := sub.apply(p, s.now(), s.targets, s.sealer); err != nil {
 			return err
 		}
 		return s.afterStatusChange(ctx, sub, was)
@@ -426,7 +451,7 @@ func (s *Service) UpdateSubscription(ctx context.Context, id uuid.UUID, p Subscr
 func (s *Service) RotateSecret(ctx context.Context, id uuid.UUID, pre concurrency.Precondition) (Subscription, string, error) {
 	var secret string
 	sub, err := database.Update(ctx, s.db, s.subscriptionChange(id, pre, func(_ context.Context, sub *Subscription) (err error) {
-		secret, err = sub.rotateSecret(s.now())
+		secret, err = sub.rotateSecret(s.now(), s.sealer)
 		return err
 	}))
 	out, err := s.withHealth(ctx, sub, err)

@@ -34,10 +34,10 @@ func main() {
 	}
 }
 
-var errUsage = errors.New("usage: keelson migrate | serve | env | healthcheck | dlq list | dlq replay QUEUE [--limit N] | secrets reencrypt [--batch N]")
+var errUsage = errors.New("usage: keelson migrate | serve | env | healthcheck | dlq list | dlq replay QUEUE [--limit N] | secrets reencrypt [--batch N] | tokens create|list|revoke | tenants create|list|disable|enable")
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 || (len(args) != 1 && args[0] != "dlq" && args[0] != "secrets") {
+	if len(args) == 0 || (len(args) != 1 && args[0] != "dlq" && args[0] != "secrets" && args[0] != "tokens" && args[0] != "tenants") {
 		return errUsage
 	}
 	if args[0] == "env" {
@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return healthcheck(ctx, addr, stdout)
 	}
-	if args[0] != "migrate" && args[0] != "serve" && args[0] != "dlq" && args[0] != "secrets" {
+	if args[0] != "migrate" && args[0] != "serve" && args[0] != "dlq" && args[0] != "secrets" && args[0] != "tokens" && args[0] != "tenants" {
 		return errUsage
 	}
 	cfg, err := LoadConfig(nil)
@@ -70,6 +70,17 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if args[0] == "secrets" {
 		err := secretsCommand(ctx, cfg, logger, args[1:], stdout)
 		if errors.Is(err, errSecretsUsage) {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
+		return err
+	}
+	if args[0] == "tokens" || args[0] == "tenants" {
+		command, usage := tokens, errTokensUsage
+		if args[0] == "tenants" {
+			command, usage = tenants, errTenantsUsage
+		}
+		err := command(ctx, cfg, args[1:], stdout)
+		if errors.Is(err, usage) {
 			return fmt.Errorf("%w: %w", errUsage, err)
 		}
 		return err

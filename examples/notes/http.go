@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/httpapi"
 )
@@ -34,7 +35,7 @@ type noteResponse struct {
 type handlers struct{ service *Service }
 
 func (h *handlers) mount(api *httpapi.API) {
-	g := api.Module("/notes", "notes")
+	g := api.Module("/notes", "notes").Scopes(auth.ConversationsRead, auth.ConversationsWrite)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "", ID: "createNote",
 		Summary: "Write a note.", Status: http.StatusCreated}, h.create)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/{id}", ID: "getNote",

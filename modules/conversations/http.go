@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/httpapi"
 )
@@ -48,7 +49,7 @@ func toMessageResponse(m *Message) messageResponse {
 type handlers struct{ service *Service }
 
 func (h *handlers) mount(api *httpapi.API) {
-	g := api.Module("/conversations", "conversations")
+	g := api.Module("/conversations", "conversations").Scopes(auth.ConversationsRead, auth.ConversationsWrite)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "", ID: "createConversation",
 		Summary: "Start a conversation.", Status: http.StatusCreated}, h.create)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "", ID: "listConversations",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/httpapi"
 )
@@ -54,7 +55,7 @@ func toResponse(p *Proposal) proposalResponse {
 type handlers struct{ service *Service }
 
 func (h *handlers) mount(api *httpapi.API) {
-	g := api.Module("/assistant/proposals", "proposals")
+	g := api.Module("/assistant/proposals", "proposals").Scopes(auth.ConversationsRead, auth.ProposalsDecide)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "", ID: "listProposals",
 		Summary: "List proposals, newest first."}, h.list)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/{id}", ID: "getProposal",

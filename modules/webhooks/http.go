@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/httpapi"
 )
@@ -15,7 +16,7 @@ import (
 // mountRoutes declares the webhooks routes on /api/v1/webhooks.
 func mountRoutes(api *httpapi.API, s *Service) {
 	h := handlers{s: s}
-	g := api.Module("/webhooks", "webhooks")
+	g := api.Module("/webhooks", "webhooks").Scopes(auth.WebhooksRead, auth.WebhooksWrite)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/subscriptions", ID: "createWebhookSubscription",
 		Summary: "Create a subscription; the answer carries its signing secret.", Status: http.StatusCreated}, h.createSubscription)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/subscriptions", ID: "listWebhookSubscriptions",

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/module"
@@ -25,7 +26,7 @@ func (m *Module) registerLifecycle(r *module.Registry, svc *Service) error {
 
 func mountLifecycleRoutes(api *httpapi.API, s *Service) {
 	h := handlers{s: s}
-	g := api.Module("/webhooks", "webhooks")
+	g := api.Module("/webhooks", "webhooks").Scopes(auth.WebhooksRead, auth.WebhooksWrite)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/subscriptions/{id}/recover", ID: "recoverWebhookSubscription",
 		Summary: "Re-queue the subscription's failed deliveries created in [since, until) as a background operation, in batches.",
 		Status:  http.StatusAccepted}, h.recoverSubscription)

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/keelson/keelson/platform/admin"
 	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/console"
 	"github.com/keelson/keelson/platform/database"
@@ -140,6 +141,13 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 	}
 	for _, rs := range registry.RouteSets() {
 		rs.Mount(api)
+	}
+	store, err := auth.NewStore(opts.DB)
+	if err != nil {
+		return nil, err
+	}
+	if err := admin.Mount(api, store, authn); err != nil {
+		return nil, err
 	}
 	if opts.Console {
 		if _, err := console.Mount(console.Options{Engine: engine, DB: opts.DB.SQL(), Logger: opts.Logger,

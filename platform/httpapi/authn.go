@@ -160,3 +160,8 @@ func (f *failureLog) record(c *gin.Context, reason string) {
 	f.logger.WarnContext(ctx, "failed authentications", "count", total, "reasons", strings.Join(reasons, " "),
 		"window", failureSummaryEvery.String())
 }
+
+// Forbidden answers 403 with code, for refusals a handler decides (insufficient_scope on a rule finer than a route's scope).
+func Forbidden(code, detail string) error {
+	return newProblem(http.StatusForbidden, code, detail)
+}

@@ -121,7 +121,8 @@ func NewEngine(opts Options) (*gin.Engine, *API, error) {
 	engine.GET("/healthz", healthz)
 	engine.GET("/readyz", readyz(opts.Ready, readyTimeout, opts.Logger))
 	engine.GET("/metrics", metricsHandler(opts.Metrics))
-	api := &API{RouterGroup: engine.Group(APIPrefix, authenticate.middleware(), jsonGuard())}
+	api := &API{}
+	api.RouterGroup = engine.Group(APIPrefix, authenticate.middleware(), api.undeclaredScopes(), jsonGuard())
 	if opts.DB != nil {
 		api.Use((&idempotency{db: opts.DB}).middleware())
 	}

@@ -42,6 +42,22 @@ type API struct {
 	*gin.RouterGroup
 	mu     sync.Mutex
 	routes []declaredRoute
+	// groupScopes are the read and write scopes of each module prefix; they also guard the routes a
+	// module declares the gin way under its prefix, which Handle does not see.
+	groupScopes []groupScope
+	declared    map[string]bool // "GET /api/v1/x/:id" of every Handle route
+}
+
+type groupScope struct {
+	prefix      string // "/api/v1/webhooks"
+	read, write auth.Scope
+}
+
+func (s groupScope) forMethod(method string) auth.Scope {
+	if method == http.MethodGet || method == http.MethodHead {
+		return s.read
+	}
+	return s.write
 }
 
 type declaredRoute struct {
@@ -56,11 +72,51 @@ type Group struct {
 	gin    *gin.RouterGroup
 	prefix string
 	tag    string
+	scopes *groupScope
 }
 
 // Module returns the group of routes under prefix ("/webhooks"), tagged tag in the document.
 func (a *API) Module(prefix, tag string) *Group {
 	return &Group{api: a, gin: a.RouterGroup.Group(prefix), prefix: prefix, tag: tag}
+}
+
+// Scopes makes read the scope of the group's GET routes and write that of the others, unless a
+// Route names its own; routes declared the gin way under the prefix get them too.
+func (g *Group) Scopes(read, write auth.Scope) *Group {
+	gs := groupScope{prefix: APIPrefix + g.prefix, read: read, write: write}
+	g.scopes = &gs
+	g.api.mu.Lock()
+	g.api.groupScopes = append(g.api.groupScopes, gs)
+	g.api.mu.Unlock()
+	return g
+}
+
+// undeclaredScopes checks the group scope of routes that Handle did not declare (it checks its own).
+func (a *API) undeclaredScopes() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		full := c.FullPath()
+		a.mu.Lock()
+		declared := a.declared[c.Request.Method+" "+full]
+		scope := a.scopeOfPath(c.Request.Method, full)
+		a.mu.Unlock()
+		if !declared && scope != "" {
+			if err := requireScope(c, scope); err != nil {
+				writeError(c, err)
+				return
+			}
+		}
+		c.Next()
+	}
+}
+
+// scopeOfPath is the group scope of a path (gin or OpenAPI style) under a group's prefix; a.mu held.
+func (a *API) scopeOfPath(method, path string) auth.Scope {
+	for _, gs := range a.groupScopes {
+		if path == gs.prefix || strings.HasPrefix(path, gs.prefix+"/") {
+			return gs.forMethod(method)
+		}
+	}
+	return ""
 }
 
 // Routes returns the declared routes (full path, method, operation id), for checks and listings.
@@ -93,9 +149,16 @@ func Handle[In, Out any](g *Group, rt Route, h func(ctx context.Context, in *In)
 	if len(rt.Tags) == 0 && g.tag != "" {
 		rt.Tags = []string{g.tag}
 	}
+	if rt.Scope == "" && g.scopes != nil {
+		rt.Scope = g.scopes.forMethod(rt.Method)
+	}
 	full := APIPrefix + g.prefix + rt.Path
 	g.api.mu.Lock()
 	g.api.routes = append(g.api.routes, declaredRoute{Route: rt, fullPath: full, in: in, out: out})
+	if g.api.declared == nil {
+		g.api.declared = map[string]bool{}
+	}
+	g.api.declared[rt.Method+" "+APIPrefix+g.prefix+ginPath(rt.Path)] = true
 	g.api.mu.Unlock()
 	g.gin.Handle(rt.Method, ginPath(rt.Path), H(func(c *gin.Context) error {
 		// Before any input is read: a token without the scope learns nothing about ids or bodies.

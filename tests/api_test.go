@@ -10,18 +10,23 @@ import (
 	"net/url"
 	"testing"
 	"time"
+
+	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
 const apiToken = "blackbox-token"
 
-// apiClient speaks the HTTP API of one replica.
+// apiClient speaks the HTTP API of one replica; every answer it reads is checked against the
+// OpenAPI document the replicas serve, so the black-box tests also prove the contract.
 type apiClient struct {
-	base string
-	http *http.Client
+	base     string
+	http     *http.Client
+	t        testing.TB
+	contract *hosttest.Contract
 }
 
-func newAPIClient(base string) *apiClient {
-	return &apiClient{base: base, http: &http.Client{Timeout: 10 * time.Second}}
+func newAPIClient(t testing.TB, contract *hosttest.Contract, base string) *apiClient {
+	return &apiClient{base: base, http: &http.Client{Timeout: 10 * time.Second}, t: t, contract: contract}
 }
 
 // do sends a JSON request to /api/v1 and decodes a JSON answer into out (when not nil).
@@ -51,6 +56,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, in, out any) (i
 	if err != nil {
 		return resp.StatusCode, err
 	}
+	c.contract.Check(c.t, req, resp.StatusCode, resp.Header, raw)
 	if resp.StatusCode >= 300 {
 		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, raw)
 	}

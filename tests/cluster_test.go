@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
 // brokerURL is the RabbitMQ the replicas use (TEST_AMQP_URL overrides it).
@@ -36,6 +38,7 @@ const (
 // cluster is a fresh database, migrated by the binary, and two replicas on one isolated broker namespace.
 type cluster struct {
 	t        *testing.T
+	contract *hosttest.Contract // the document replica 1 served at start
 	db       *emptyDatabase
 	env      map[string]string
 	replicas []*replica
@@ -79,11 +82,12 @@ func newCluster(t *testing.T, opts clusterOptions) *cluster {
 	for i := range opts.Replicas {
 		c.replicas = append(c.replicas, startReplica(t, fmt.Sprintf("replica%d", i+1), env))
 	}
+	c.contract = hosttest.LoadContract(t, c.replicas[0].URL())
 	return c
 }
 
 // api is a client of replica i.
-func (c *cluster) api(i int) *apiClient { return newAPIClient(c.replicas[i].URL()) }
+func (c *cluster) api(i int) *apiClient { return newAPIClient(c.t, c.contract, c.replicas[i].URL()) }
 
 // subscribe creates a subscription to endpoint (a path of the receiver) and trusts its secret.
 func (c *cluster) subscribe(endpoint string, eventTypes []string, enabled bool) subscription {
@@ -178,7 +182,7 @@ func (c *cluster) startLoad(prefix, eventType string, n, rate int, endpoints []s
 func (l *loadRun) post(ctx context.Context, worker int, id, eventType string, wantDeliveries int) error {
 	for attempt := 0; ; attempt++ {
 		r := l.c.replicas[(worker+attempt)%len(l.c.replicas)]
-		got, err := newAPIClient(r.URL()).postEvent(ctx, id, eventType, map[string]any{"seq": id})
+		got, err := newAPIClient(l.c.t, l.c.contract, r.URL()).postEvent(ctx, id, eventType, map[string]any{"seq": id})
 		if err == nil {
 			if got.ID != id || got.Deliveries != wantDeliveries {
 				return fmt.Errorf("event %s accepted as %+v, want %d deliveries", id, got, wantDeliveries)

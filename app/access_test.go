@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -323,4 +326,57 @@ func TestTheTokensAndTenantsCommandsCreateListRevokeDisableAndEnable(t *testing.
 	require.NoError(t, err)
 	assert.Contains(t, out, "default")
 	assert.Contains(t, out, "acme")
+}
+
+func TestATokenOverItsRateLimitGets429WithRetryAfterOnEveryReplica(t *testing.T) {
+	cfg, err := LoadConfig(func(string) string { return "" })
+	require.NoError(t, err)
+	d := dbtest.Create(t, migrations.Sets("webhooks", "conversations", "proposals")...)
+	const limit = 6
+	start := func() *hosttest.Replica {
+		mods, err := modules(cfg)
+		require.NoError(t, err)
+		return hosttest.Start(t, d.Open(t), hosttest.Options{RateLimit: limit, RateWindow: time.Minute}, mods...)
+	}
+	a, b := start(), start()
+	heavy := createToken(t, a.URL, "default", auth.WebhooksRead)
+	light := createToken(t, a.URL, "default", auth.WebhooksRead)
+
+	// Counting must not straddle two windows: start early in one.
+	for time.Now().Truncate(time.Minute).Add(time.Minute).Sub(time.Now()) < 15*time.Second {
+		time.Sleep(250 * time.Millisecond)
+	}
+	for i := range limit {
+		r := []*hosttest.Replica{a, b}[i%2]
+		got := call(t, http.MethodGet, r.URL+"/api/v1/webhooks/subscriptions", heavy, nil)
+		require.Equal(t, http.StatusOK, got.Status, "request %d of %d: %s", i+1, limit, got.Raw)
+	}
+	for _, r := range []*hosttest.Replica{a, b} {
+		got := call(t, http.MethodGet, r.URL+"/api/v1/webhooks/subscriptions", heavy, nil)
+		require.Equal(t, http.StatusTooManyRequests, got.Status, "the replicas count into one window: %s", got.Raw)
+		assert.Equal(t, "rate_limited", got.Body["code"])
+		retry, err := strconv.Atoi(got.Header.Get("Retry-After"))
+		require.NoError(t, err, "Retry-After %q", got.Header.Get("Retry-After"))
+		assert.True(t, retry >= 1 && retry <= 60, "Retry-After %d is within the window", retry)
+	}
+	assert.Equal(t, http.StatusOK, call(t, http.MethodGet, b.URL+"/api/v1/webhooks/subscriptions", light, nil).Status,
+		"another token has its own count")
+}
+
+func TestMetricsAddrServesMetricsOnItsOwnListenerOnly(t *testing.T) {
+	cfg, err := LoadConfig(func(string) string { return "" })
+	require.NoError(t, err)
+	mods, err := modules(cfg)
+	require.NoError(t, err)
+	listener, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	r := hosttest.Start(t, dbtest.New(t, migrations.Sets("webhooks", "conversations", "proposals")...),
+		hosttest.Options{MetricsListener: listener}, mods...)
+
+	got := call(t, http.MethodGet, "http://"+listener.Addr().String()+"/metrics", "", nil)
+	require.Equal(t, http.StatusOK, got.Status)
+	assert.Contains(t, got.Raw, "keelson_build_info")
+	assert.Equal(t, http.StatusNotFound, call(t, http.MethodGet, r.URL+"/metrics", "", nil).Status, "not on the API listener")
+	doc := call(t, http.MethodGet, r.URL+"/openapi.json", "", nil)
+	assert.NotContains(t, doc.Raw, `"/metrics"`, "nor in its document")
 }

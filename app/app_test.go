@@ -143,7 +143,7 @@ func startTracedApp(t *testing.T, mods []module.Module, tracing telemetry.Tracin
 		t.Fatalf("migrate: %v", err)
 	}
 	cfg := testConfig(t, tdb.URL)
-	replica, err := newReplica(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), db, mods, tracing)
+	replica, err := newReplica(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), db, mods, tracing, nil)
 	if err != nil {
 		t.Fatalf("wire: %v", err)
 	}
@@ -219,7 +219,7 @@ func TestOpenAPIDocumentMatchesTheRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	replica, err := newReplica(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), tdb.Open(t), mods, telemetry.Disabled())
+	replica, err := newReplica(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), tdb.Open(t), mods, telemetry.Disabled(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/secrets"
 )
@@ -25,6 +26,9 @@ type Config struct {
 	AMQPQueueType      string
 	HTTPAddr           string
 	APITokens          []string
+	APIRateLimit       int
+	APIRateWindow      time.Duration
+	MetricsAddr        string
 	CORSAllowedOrigins []string
 	InstanceID         string
 	LogLevel           slog.Level
@@ -91,6 +95,13 @@ var Variables = []Variable{
 		set: func(c *Config, v string) error { c.HTTPAddr = v; return nil }},
 	{Name: "API_TOKENS", Default: "", Secret: true, Usage: "comma-separated bearer tokens accepted on /api/v1",
 		set: func(c *Config, v string) error { c.APITokens = splitList(v); return nil }},
+	{Name: "API_RATE_LIMIT", Default: "0", Usage: "requests each API token may make per window, counted across replicas in PostgreSQL: N/window (6000/1m); 0 = no limit; over it: 429 with Retry-After",
+		set: func(c *Config, v string) (err error) {
+			c.APIRateLimit, c.APIRateWindow, err = auth.ParseRate(v)
+			return err
+		}},
+	{Name: "METRICS_ADDR", Default: "", Usage: "serve /metrics on this separate listen address (127.0.0.1:9090) instead of on HTTP_ADDR; empty = on HTTP_ADDR",
+		set: func(c *Config, v string) error { c.MetricsAddr = v; return nil }},
 	{Name: "CORS_ALLOWED_ORIGINS", Default: "", Usage: "comma-separated browser origins (https://app.example.com) allowed to call the API; none by default",
 		set: func(c *Config, v string) error {
 			c.CORSAllowedOrigins = splitList(v)
@@ -217,6 +228,9 @@ func (c Config) LogValue() slog.Value {
 		slog.String("amqp_queue_prefix", c.AMQPQueuePrefix),
 		slog.String("http_addr", c.HTTPAddr),
 		slog.String("api_tokens", fmt.Sprintf("%d configured", len(c.APITokens))),
+		slog.Int("api_rate_limit", c.APIRateLimit),
+		slog.Duration("api_rate_window", c.APIRateWindow),
+		slog.String("metrics_addr", c.MetricsAddr),
 		slog.Any("cors_allowed_origins", c.CORSAllowedOrigins),
 		slog.String("instance_id", c.InstanceID),
 		slog.String("log_level", c.LogLevel.String()),

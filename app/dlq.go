@@ -85,7 +85,7 @@ func consumerNames(ctx context.Context, cfg Config, logger *slog.Logger) ([]stri
 		return nil, err
 	}
 	defer db.Close()
-	replica, err := newReplica(cfg, logger, db, mods, telemetry.Tracing{}) // declares, runs nothing: no spans
+	replica, err := newReplica(cfg, logger, db, mods, telemetry.Tracing{}, nil) // declares, runs nothing: no spans
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,7 @@ func secretsCommand(ctx context.Context, cfg Config, logger *slog.Logger, args [
 		return err
 	}
 	defer db.Close()
-	replica, err := newReplica(cfg, logger, db, mods, telemetry.Tracing{}) // declares, runs nothing
+	replica, err := newReplica(cfg, logger, db, mods, telemetry.Tracing{}, nil) // declares, runs nothing
 	if err != nil {
 		return err
 	}

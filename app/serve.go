@@ -55,11 +55,17 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			logger.Warn("flushing spans failed", "error", err)
 		}
 	}()
-	replica, err := newReplica(cfg, logger, db, mods, tracing)
+	var lc net.ListenConfig
+	var metricsListener net.Listener
+	if cfg.MetricsAddr != "" {
+		if metricsListener, err = lc.Listen(ctx, "tcp", cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.MetricsAddr, err)
+		}
+	}
+	replica, err := newReplica(cfg, logger, db, mods, tracing, metricsListener)
 	if err != nil {
 		return err
 	}
-	var lc net.ListenConfig
 	listener, err := lc.Listen(ctx, "tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
@@ -69,7 +75,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 
 // newReplica maps the configuration onto the platform. The shutdown timeout is split so the whole stop
 // (HTTP drain, in-flight handlers and jobs, in parallel) ends within it.
-func newReplica(cfg Config, logger *slog.Logger, db *database.DB, mods []module.Module, tracing telemetry.Tracing) (*host.Replica, error) {
+func newReplica(cfg Config, logger *slog.Logger, db *database.DB, mods []module.Module, tracing telemetry.Tracing, metricsListener net.Listener) (*host.Replica, error) {
 	var tp trace.TracerProvider
 	if tracing.Enabled {
 		tp = tracing.Provider
@@ -80,6 +86,9 @@ func newReplica(cfg Config, logger *slog.Logger, db *database.DB, mods []module.
 		Logger:             logger,
 		InstanceID:         cfg.InstanceID,
 		Tokens:             cfg.APITokens,
+		RateLimit:          cfg.APIRateLimit,
+		RateWindow:         cfg.APIRateWindow,
+		MetricsListener:    metricsListener,
 		CORSAllowedOrigins: cfg.CORSAllowedOrigins,
 		TracerProvider:     tp,
 		Messaging: messaging.Config{

@@ -37,6 +37,12 @@ type Options struct {
 	Logger     *slog.Logger
 	InstanceID string
 	Tokens     []string // bootstrap bearer tokens (API_TOKENS): every scope, default tenant; stored tokens work besides them
+	// RateLimit and RateWindow allow each token RateLimit requests per window across every replica
+	// on the database (API_RATE_LIMIT); 0 = no limit.
+	RateLimit  int
+	RateWindow time.Duration
+	// MetricsListener serves /metrics apart from the API (METRICS_ADDR); nil = /metrics on the API listener.
+	MetricsListener net.Listener
 	// AuthCacheTTL bounds how long a replica trusts a token or tenant it read (0 = auth.DefaultCacheTTL).
 	AuthCacheTTL time.Duration
 	// CORSAllowedOrigins are the browser origins allowed to call the API cross-origin (none by default).
@@ -125,12 +131,20 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
+	var limiter httpapi.RateLimiter
+	if opts.RateLimit > 0 {
+		if limiter, err = auth.NewLimiter(opts.DB, opts.RateLimit, opts.RateWindow); err != nil {
+			return nil, err
+		}
+	}
 	engine, api, err := httpapi.NewEngine(httpapi.Options{
 		Logger:             opts.Logger,
 		Auth:               authn,
+		RateLimit:          limiter,
 		CORSAllowedOrigins: opts.CORSAllowedOrigins,
 		TracerProvider:     opts.TracerProvider,
 		Metrics:            metrics,
+		MetricsElsewhere:   opts.MetricsListener != nil,
 		Ready:              map[string]func(context.Context) error{"postgres": opts.DB.Ping, "rabbitmq": bus.Ping},
 		ConflictCodes:      registry.ConflictCodes(),
 		DB:                 opts.DB,
@@ -190,6 +204,20 @@ func (r *Replica) Run(ctx context.Context, listener net.Listener) error {
 		}
 		return nil
 	})
+	if ml := r.opts.MetricsListener; ml != nil {
+		metricsSrv := &http.Server{Handler: httpapi.MetricsHandler(r.Metrics), ReadHeaderTimeout: 10 * time.Second}
+		g.Go(func() error {
+			r.opts.Logger.Info("serving metrics", "addr", ml.Addr().String())
+			if err := metricsSrv.Serve(ml); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("metrics: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-gctx.Done()
+			return metricsSrv.Close()
+		})
+	}
 	if r.opts.Background {
 		g.Go(func() error { return named("messaging", r.bus.Run(gctx)) })
 		g.Go(func() error { return named("jobs", r.runner.Run(gctx)) })

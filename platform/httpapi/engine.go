@@ -32,6 +32,8 @@ type Options struct {
 	RateLimit RateLimiter
 	// Metrics registers the HTTP metrics and is served on /metrics. Required.
 	Metrics MetricsRegistry
+	// MetricsElsewhere leaves /metrics off this engine (and its document): a separate listener serves it (METRICS_ADDR).
+	MetricsElsewhere bool
 	// Ready are the /readyz checks by name (e.g. "postgres", "rabbitmq").
 	Ready map[string]func(ctx context.Context) error
 	// ReadyTimeout bounds /readyz; zero means DefaultReadyTimeout.
@@ -120,7 +122,9 @@ func NewEngine(opts Options) (*gin.Engine, *API, error) {
 
 	engine.GET("/healthz", healthz)
 	engine.GET("/readyz", readyz(opts.Ready, readyTimeout, opts.Logger))
-	engine.GET("/metrics", metricsHandler(opts.Metrics))
+	if !opts.MetricsElsewhere {
+		engine.GET("/metrics", metricsHandler(opts.Metrics))
+	}
 	api := &API{}
 	api.RouterGroup = engine.Group(APIPrefix, authenticate.middleware(), api.undeclaredScopes(), jsonGuard())
 	if opts.DB != nil {
@@ -132,7 +136,11 @@ func NewEngine(opts Options) (*gin.Engine, *API, error) {
 		if opts.Events != nil {
 			events = opts.Events()
 		}
-		return api.Document(events)
+		doc, err := api.Document(events)
+		if err != nil || !opts.MetricsElsewhere {
+			return doc, err
+		}
+		return withoutPath(doc, "/metrics")
 	})
 	engine.GET("/openapi.json", H(func(c *gin.Context) error {
 		doc, err := document()

@@ -209,3 +209,15 @@ func openAPIPath(ginPath string) string {
 	}
 	return strings.Join(segments, "/")
 }
+
+// withoutPath removes one path from a document.
+func withoutPath(doc []byte, path string) ([]byte, error) {
+	var parsed map[string]any
+	if err := json.Unmarshal(doc, &parsed); err != nil {
+		return nil, err
+	}
+	if paths, ok := parsed["paths"].(map[string]any); ok {
+		delete(paths, path)
+	}
+	return json.MarshalIndent(parsed, "", "  ")
+}

@@ -77,6 +77,11 @@ func readyz(checks map[string]func(context.Context) error, timeout time.Duration
 	}
 }
 
+// MetricsHandler serves the metrics of g in Prometheus text format, for a listener of its own.
+func MetricsHandler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+}
+
 func metricsHandler(g prometheus.Gatherer) gin.HandlerFunc {
 	h := promhttp.HandlerFor(g, promhttp.HandlerOpts{})
 	return gin.WrapH(h)

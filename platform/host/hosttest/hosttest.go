@@ -78,6 +78,10 @@ type Options struct {
 	InstanceID string
 	Console    bool         // serve the web console at /console/
 	Secrets    *secrets.Box // seals what modules store at rest; nil = as they are
+	RateLimit  int          // requests per token and RateWindow across replicas; 0 = no limit
+	RateWindow time.Duration
+	// MetricsListener serves /metrics apart from the API; nil = on the API listener.
+	MetricsListener net.Listener
 }
 
 // Replica is a started replica.
@@ -106,7 +110,8 @@ func Start(t testing.TB, db *database.DB, opts Options, mods ...module.Module) *
 	replica, err := host.New(host.Options{
 		DB: db, Logger: Logger(), InstanceID: opts.InstanceID, Tokens: []string{Token},
 		Messaging: opts.Messaging, Jobs: opts.Jobs, ShutdownTimeout: 5 * time.Second, Background: opts.Background,
-		Console: opts.Console, Secrets: opts.Secrets,
+		Console: opts.Console, Secrets: opts.Secrets, RateLimit: opts.RateLimit, RateWindow: opts.RateWindow,
+		MetricsListener: opts.MetricsListener,
 	}, mods)
 	if err != nil {
 		t.Fatalf("hosttest: %v", err)

@@ -28,7 +28,7 @@ func mountRoutes(api *httpapi.API, s *Service) {
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodDelete, Path: "/subscriptions/{id}", ID: "deleteWebhookSubscription",
 		Summary: "Delete a subscription; its pending deliveries are given up.", Status: http.StatusNoContent}, h.deleteSubscription)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/subscriptions/{id}/rotate-secret", ID: "rotateWebhookSecret",
-		Summary: "Replace the signing secret; the old one keeps signing beside it for 24 hours."}, h.rotateSecret)
+		Summary: "Replace the signing secret; the old one keeps signing beside it for 24 hours or expire_previous_in, and earlier ones until their own expiry."}, h.rotateSecret)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/events", ID: "publishWebhookEvent",
 		Summary: "Publish an event of the client's own type to every matching subscription. Idempotent on id: the same id, type and data again answers 200 duplicate, another type or data 409 event_id_reused.",
 		Status:  http.StatusAccepted, OtherStatuses: []int{http.StatusOK}, Errors: []int{http.StatusConflict}}, h.publishEvent)
@@ -219,8 +219,18 @@ type emptyBodyIn struct {
 	Body struct{} `required:"false"`
 }
 
-func (h handlers) rotateSecret(ctx context.Context, in *emptyBodyIn) (*subscriptionOut, error) {
-	sub, secret, err := h.s.RotateSecret(ctx, in.ID, in.If)
+type rotateSecretRequest struct {
+	ExpirePreviousIn string `json:"expire_previous_in,omitempty" doc:"how long the secret being replaced keeps signing beside the new one: a duration from \"0s\" (not at all) to \"168h\" (7 days), such as \"30m\" or \"48h\"; default \"24h\". Secrets rotated out earlier keep their own expiry."`
+}
+
+type rotateSecretIn struct {
+	ID   uuid.UUID `path:"id"`
+	If   concurrency.Precondition
+	Body rotateSecretRequest `required:"false"`
+}
+
+func (h handlers) rotateSecret(ctx context.Context, in *rotateSecretIn) (*subscriptionOut, error) {
+	sub, secret, err := h.s.RotateSecret(ctx, in.ID, in.Body.ExpirePreviousIn, in.If)
 	if err != nil {
 		return nil, err
 	}

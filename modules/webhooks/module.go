@@ -178,6 +178,7 @@ func (m *Module) Register(r *module.Registry) error {
 	}
 	svc.sealer = sealer{box: r.Secrets}
 	r.SealedData(module.Resealer{Name: "webhooks.subscriptions", Reseal: svc.resealSubscriptions})
+	r.Schedule(jobs.Schedule{Name: secretExpirySchedule, Interval: secretExpiryInterval, Run: svc.WipeExpiredSecrets})
 	m.service = svc
 	svc.traceAttempts(r.TracerProvider)
 	r.Routes(func(api *httpapi.API) { mountRoutes(api, svc) })

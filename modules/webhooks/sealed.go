@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/platform/secrets"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // sealer seals a subscription's signing secrets and custom header values before they are stored,
@@ -86,13 +88,14 @@ func (s *Service) resealSubscriptions(ctx context.Context, batch int) (int, erro
 	if !s.sealer.box.Enabled() {
 		return 0, nil
 	}
+	ctx = tenancy.System(ctx, "secrets reencrypt")
 	prefix := s.sealer.box.CurrentPrefix()
 	rewritten := 0
 	err := s.db.WithTx(ctx, func(ctx context.Context) error {
 		var rows []Subscription
-		err := s.store.conn(ctx).Raw(`SELECT id, secret, previous_secret, headers FROM webhook_subscriptions
+		err := s.store.conn(ctx).Raw(`SELECT id, secret, previous_secrets, headers FROM webhook_subscriptions
 			WHERE (secret <> '' AND NOT starts_with(secret, @prefix))
-				OR (previous_secret <> '' AND NOT starts_with(previous_secret, @prefix))
+				OR EXISTS (SELECT 1 FROM jsonb_array_elements(previous_secrets) p WHERE NOT starts_with(p->>'secret', @prefix))
 				OR EXISTS (SELECT 1 FROM jsonb_each_text(headers::jsonb) h WHERE NOT starts_with(h.value, @prefix))
 			ORDER BY id LIMIT @batch FOR UPDATE`, sql.Named("prefix", prefix), sql.Named("batch", batch)).Scan(&rows).Error
 		if err != nil {
@@ -114,9 +117,12 @@ func (s *Service) resealRow(ctx context.Context, row Subscription) error {
 	if err != nil {
 		return err
 	}
-	previous, err := s.sealer.reseal(row.PreviousSecret, secretAAD(row.ID))
-	if err != nil {
-		return err
+	previous := make(previousSecrets, len(row.PreviousSecrets))
+	for i, ps := range row.PreviousSecrets {
+		previous[i] = ps
+		if previous[i].Secret, err = s.sealer.reseal(ps.Secret, secretAAD(row.ID)); err != nil {
+			return err
+		}
 	}
 	headers := make(headerMap, len(row.Headers))
 	for name, value := range row.Headers {
@@ -124,6 +130,42 @@ func (s *Service) resealRow(ctx context.Context, row Subscription) error {
 			return err
 		}
 	}
-	return s.store.conn(ctx).Exec(`UPDATE webhook_subscriptions SET secret = ?, previous_secret = ?, headers = ? WHERE id = ?`,
+	return s.store.conn(ctx).Exec(`UPDATE webhook_subscriptions SET secret = ?, previous_secrets = ?, headers = ? WHERE id = ?`,
 		secret, previous, headers, row.ID).Error
+}
+
+// secretExpirySchedule wipes rotated-out secrets once they stopped signing.
+const secretExpirySchedule = "webhooks.expire_secrets"
+
+// secretExpiryInterval is how long an expired secret may stay stored: it no longer signs meanwhile.
+const secretExpiryInterval = time.Minute
+
+const secretExpiryBatch = 1000
+
+// WipeExpiredSecrets removes, from every subscription, the rotated-out secrets whose expiry passed,
+// in batches; a row a change holds is skipped and left to the next run. The row's version changes,
+// so a write with an older If-Match gets 412 as after any change.
+func (s *Service) WipeExpiredSecrets(ctx context.Context) error {
+	ctx = tenancy.System(ctx, "expire rotated-out secrets")
+	for {
+		n, err := s.wipeExpiredSecretsBatch(ctx, s.now(), secretExpiryBatch)
+		if err != nil || n < secretExpiryBatch {
+			return err
+		}
+	}
+}
+
+func (s *Service) wipeExpiredSecretsBatch(ctx context.Context, now time.Time, batch int) (int, error) {
+	res := s.store.conn(ctx).Exec(`WITH due AS (
+		SELECT id FROM webhook_subscriptions WHERE previous_secrets_expire_at <= @now
+		ORDER BY previous_secrets_expire_at LIMIT @batch FOR UPDATE SKIP LOCKED),
+	kept AS (
+		SELECT s.id, coalesce(jsonb_agg(p ORDER BY o) FILTER (WHERE (p->>'expires_at')::timestamptz > @now), '[]') AS list,
+			min((p->>'expires_at')::timestamptz) FILTER (WHERE (p->>'expires_at')::timestamptz > @now) AS next
+		FROM webhook_subscriptions s JOIN due USING (id)
+		LEFT JOIN LATERAL jsonb_array_elements(s.previous_secrets) WITH ORDINALITY AS e(p, o) ON true
+		GROUP BY s.id)
+	UPDATE webhook_subscriptions s SET previous_secrets = kept.list, previous_secrets_expire_at = kept.next
+	FROM kept WHERE s.id = kept.id`, sql.Named("now", now), sql.Named("batch", batch))
+	return int(res.RowsAffected), res.Error
 }

@@ -33,14 +33,14 @@ func testBox(t testing.TB, spec string) *secrets.Box {
 
 // storedSecrets is a subscription's row as PostgreSQL holds it.
 type storedSecrets struct {
-	Secret, PreviousSecret, Headers string
+	Secret, PreviousSecrets, Headers string
 }
 
 func (h *harness) storedSecrets(id string) storedSecrets {
 	h.t.Helper()
 	var row storedSecrets
-	require.NoError(h.t, h.db.Gorm().Raw(`SELECT secret, previous_secret, headers FROM webhook_subscriptions WHERE id = ?`, id).
-		Row().Scan(&row.Secret, &row.PreviousSecret, &row.Headers))
+	require.NoError(h.t, h.db.Gorm().Raw(`SELECT secret, previous_secrets::text, headers FROM webhook_subscriptions WHERE id = ?`, id).
+		Row().Scan(&row.Secret, &row.PreviousSecrets, &row.Headers))
 	return row
 }
 
@@ -59,14 +59,18 @@ func requireSealedUnder(t testing.TB, row storedSecrets, keyID string) {
 	t.Helper()
 	prefix := "v1:" + keyID + ":"
 	require.True(t, strings.HasPrefix(row.Secret, prefix), "secret %q", row.Secret)
-	require.True(t, row.PreviousSecret == "" || strings.HasPrefix(row.PreviousSecret, prefix), "previous secret %q", row.PreviousSecret)
+	var previous previousSecrets
+	require.NoError(t, json.Unmarshal([]byte(row.PreviousSecrets), &previous))
+	for _, ps := range previous {
+		require.True(t, strings.HasPrefix(ps.Secret, prefix), "previous secret %q", ps.Secret)
+	}
 	var headers map[string]string
 	require.NoError(t, json.Unmarshal([]byte(row.Headers), &headers))
 	require.NotEmpty(t, headers)
 	for name, v := range headers {
 		require.True(t, strings.HasPrefix(v, prefix), "header %s: %q", name, v)
 	}
-	all := row.Secret + row.PreviousSecret + row.Headers
+	all := row.Secret + row.PreviousSecrets + row.Headers
 	require.NotContains(t, all, testSecret)
 	require.NotContains(t, all, testHeaderSecret)
 }
@@ -103,7 +107,7 @@ func Test_secrets_and_header_values_are_stored_sealed_and_opened_only_to_sign_an
 	row := h.storedSecrets(id)
 	requireSealedUnder(t, row, "k1")
 	require.NotContains(t, row.Secret, rotated)
-	require.NotEmpty(t, row.PreviousSecret)
+	require.Contains(t, row.PreviousSecrets, "v1:k1:")
 
 	h.publish("order.created", map[string]any{"n": 2})
 	requireVerifiedWith(t, rc, 2, testSecret) // the rotated-out secret still verifies...

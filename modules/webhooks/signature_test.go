@@ -10,6 +10,8 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/keelson/keelson/platform/apperr"
 )
 
 func Test_sign_reproduces_the_Standard_Webhooks_test_vector(t *testing.T) {
@@ -103,18 +105,69 @@ func Test_secrets_are_generated_with_32_random_bytes_and_validated(t *testing.T)
 	}
 }
 
-func Test_signing_keys_include_the_previous_secret_only_during_its_grace_period(t *testing.T) {
+func Test_each_rotated_out_secret_signs_until_its_own_expiry(t *testing.T) {
 	now := time.Now()
-	sub, _, err := newSubscription(SubscriptionInput{URL: "https://example.com/hook", EventTypes: []string{"*"}}, now, targetPolicy{}, sealer{})
+	sub, first, err := newSubscription(SubscriptionInput{URL: "https://example.com/hook", EventTypes: []string{"*"}}, now, targetPolicy{}, sealer{})
 	require.NoError(t, err)
 	keys, err := sub.signingKeys(now, sealer{})
 	require.NoError(t, err)
 	require.Len(t, keys, 1)
 
-	_, err = sub.rotateSecret(now, sealer{})
+	second, err := sub.rotateSecret(now, previousSecretTTL, sealer{}) // first signs for 24 h
 	require.NoError(t, err)
-	keys, _ = sub.signingKeys(now.Add(time.Hour), sealer{})
-	require.Len(t, keys, 2)
-	keys, _ = sub.signingKeys(now.Add(previousSecretTTL+time.Second), sealer{})
-	require.Len(t, keys, 1)
+	third, err := sub.rotateSecret(now.Add(time.Hour), 2*time.Hour, sealer{}) // second signs until now+3h
+	require.NoError(t, err)
+	require.Equal(t, now.Add(3*time.Hour), *sub.PreviousSecretsExpireAt, "the earliest expiry is kept beside the list")
+
+	keysOf := func(secrets ...string) [][]byte {
+		var out [][]byte
+		for _, s := range secrets {
+			k, err := secretKey(s)
+			require.NoError(t, err)
+			out = append(out, k)
+		}
+		return out
+	}
+	at := func(d time.Duration) [][]byte {
+		keys, err := sub.signingKeys(now.Add(d), sealer{})
+		require.NoError(t, err)
+		return keys
+	}
+	require.Equal(t, keysOf(third, second, first), at(2*time.Hour), "the second rotation within 24 h keeps both earlier secrets")
+	require.Equal(t, keysOf(third, first), at(4*time.Hour))
+	require.Equal(t, keysOf(third), at(previousSecretTTL+time.Second))
+
+	_, err = sub.rotateSecret(now.Add(5*time.Hour), 0, sealer{}) // "0s": the third stops signing at once
+	require.NoError(t, err)
+	require.Len(t, at(5*time.Hour), 2, "the new secret and the first, whose expiry is its own")
+}
+
+func Test_a_rotation_beyond_the_bound_of_signing_secrets_is_refused_until_one_expires(t *testing.T) {
+	now := time.Now()
+	sub, _, err := newSubscription(SubscriptionInput{URL: "https://example.com/hook", EventTypes: []string{"*"}}, now, targetPolicy{}, sealer{})
+	require.NoError(t, err)
+	for i := range maxPreviousSecrets {
+		_, err := sub.rotateSecret(now.Add(time.Duration(i)*time.Minute), previousSecretTTL, sealer{})
+		require.NoError(t, err)
+	}
+	_, err = sub.rotateSecret(now.Add(time.Hour), previousSecretTTL, sealer{})
+	var conflict *apperr.StateConflictError
+	require.ErrorAs(t, err, &conflict)
+	require.Equal(t, CodeTooManySecrets, conflict.Code)
+	_, err = sub.rotateSecret(now.Add(time.Hour), 0, sealer{})
+	require.NoError(t, err, "a rotation that keeps no previous secret is always possible")
+	_, err = sub.rotateSecret(now.Add(previousSecretTTL+time.Second), previousSecretTTL, sealer{})
+	require.NoError(t, err, "possible again once the first expired")
+}
+
+func Test_expire_previous_in_accepts_0_to_7_days(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": previousSecretTTL, "0s": 0, "90m": 90 * time.Minute, "168h": 7 * 24 * time.Hour} {
+		got, err := parseExpirePreviousIn(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"-1s", "168h1s", "1d", "24", "soon"} {
+		_, err := parseExpirePreviousIn(in)
+		require.Error(t, err, in)
+	}
 }

@@ -84,7 +84,7 @@ type taken struct {
 func (s store) takeClaim(ctx context.Context, r takeRequest) (t taken, ok bool, err error) {
 	d, sub, ev := &Delivery{}, &Subscription{}, &eventRecord{}
 	err = s.conn(ctx).Raw(`WITH sub AS (
-		SELECT s.id, s.url, s.secret, s.previous_secret, s.previous_secret_expires_at, s.headers
+		SELECT s.id, s.url, s.secret, s.previous_secrets, s.headers
 		FROM webhook_subscriptions s JOIN webhook_deliveries d0 ON d0.subscription_id = s.id
 		WHERE d0.id = @id AND s.status = 'active' AND s.deleted_at IS NULL
 		FOR KEY SHARE OF s),
@@ -107,7 +107,7 @@ func (s store) takeClaim(ctx context.Context, r takeRequest) (t taken, ok bool, 
 	SELECT d.id, d.subscription_id, d.event_id, d.event_type, d.status, d.attempt_count,
 		d.round_failures, d.next_trigger, d.next_attempt_at, d.claim_id, d.sent_claim_id, d.claimed_by,
 		d.last_status_code, d.last_error, d.created_at, d.updated_at, d.xmin,
-		s.url, s.secret, s.previous_secret, s.previous_secret_expires_at, s.headers,
+		s.url, s.secret, s.previous_secrets, s.headers,
 		e.type, e.data, e.created_at
 	FROM taken d
 	JOIN sub s ON s.id = d.subscription_id
@@ -118,7 +118,7 @@ func (s store) takeClaim(ctx context.Context, r takeRequest) (t taken, ok bool, 
 		&d.ID, &d.SubscriptionID, &d.EventID, &d.EventType, &d.Status, &d.AttemptCount,
 		&d.RoundFailures, &d.NextTrigger, &d.NextAttemptAt, &d.ClaimID, &d.SentClaimID, &d.ClaimedBy,
 		&d.LastStatusCode, &d.LastError, &d.CreatedAt, &d.UpdatedAt, &d.Version,
-		&sub.URL, &sub.Secret, &sub.PreviousSecret, &sub.PreviousSecretExpiresAt, &sub.Headers,
+		&sub.URL, &sub.Secret, &sub.PreviousSecrets, &sub.Headers,
 		&ev.Type, &ev.Data, &ev.CreatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return taken{}, false, nil

@@ -35,10 +35,11 @@ type Subscription struct {
 	Enabled        bool               `gorm:"column:enabled"` // kept equal to Status == active for readers of the old column
 	Status         SubscriptionStatus `gorm:"column:status"`
 	DisabledReason string             `gorm:"column:disabled_reason"`
-	// Secret and PreviousSecret are held as stored: sealed (see sealer), opened only to sign.
-	Secret                  string     `gorm:"column:secret"`
-	PreviousSecret          string     `gorm:"column:previous_secret"`
-	PreviousSecretExpiresAt *time.Time `gorm:"column:previous_secret_expires_at"`
+	// Secret and PreviousSecrets are held as stored: sealed (see sealer), opened only to sign.
+	Secret          string          `gorm:"column:secret"`
+	PreviousSecrets previousSecrets `gorm:"column:previous_secrets"`
+	// PreviousSecretsExpireAt is the earliest expiry of PreviousSecrets, for the schedule that wipes them.
+	PreviousSecretsExpireAt *time.Time `gorm:"column:previous_secrets_expire_at"`
 	// Headers are sent with every attempt; their values are held sealed like the secret, and shown redacted.
 	Headers headerMap `gorm:"column:headers"`
 	// RateLimit caps the requests per second sent to it, across replicas; nil = no limit.
@@ -202,9 +203,15 @@ func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets targetP
 	return nil
 }
 
-// rotateSecret replaces the secret and returns the new one in plaintext; the old one keeps signing
-// beside it for previousSecretTTL.
-func (s *Subscription) rotateSecret(now time.Time, seal sealer) (string, error) {
+// rotateSecret replaces the secret and returns the new one in plaintext. The old one keeps signing
+// beside it for expirePreviousIn (0: not at all); secrets rotated out earlier keep their own expiry.
+func (s *Subscription) rotateSecret(now time.Time, expirePreviousIn time.Duration, seal sealer) (string, error) {
+	previous := s.PreviousSecrets.signingAt(now)
+	if expirePreviousIn > 0 && len(previous) >= maxPreviousSecrets {
+		return "", apperr.StateConflict(CodeTooManySecrets, fmt.Sprintf(
+			"%d rotated-out secrets still sign; rotate with expire_previous_in \"0s\" or once one of them expired (at %s)",
+			len(previous), previous.earliestExpiry().UTC().Format(time.RFC3339)))
+	}
 	secret, err := newSecret()
 	if err != nil {
 		return "", err
@@ -213,15 +220,28 @@ func (s *Subscription) rotateSecret(now time.Time, seal sealer) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	expires := now.Add(previousSecretTTL)
-	s.PreviousSecret, s.PreviousSecretExpiresAt = s.Secret, &expires
+	if expirePreviousIn > 0 {
+		previous = append(previousSecrets{{Secret: s.Secret, ExpiresAt: now.Add(expirePreviousIn)}}, previous...)
+	}
+	s.setPreviousSecrets(previous)
 	s.Secret = sealed
 	s.UpdatedAt = now
 	return secret, nil
 }
 
-// markDeleted hides the subscription; deliveries already made keep their history.
+// setPreviousSecrets replaces the list and keeps its earliest expiry beside it.
+func (s *Subscription) setPreviousSecrets(p previousSecrets) {
+	if len(p) == 0 {
+		p = nil
+	}
+	s.PreviousSecrets, s.PreviousSecretsExpireAt = p, p.earliestExpiry()
+}
+
+// markDeleted hides the subscription and wipes its secrets and header values: nothing is left to leak;
+// deliveries already made keep their history.
 func (s *Subscription) markDeleted(now time.Time) {
+	s.Secret, s.Headers = "", headerMap{}
+	s.setPreviousSecrets(nil)
 	s.DeletedAt = &now
 	s.Enabled = false
 	s.UpdatedAt = now
@@ -240,7 +260,7 @@ func (s *Subscription) wants(eventType string) bool {
 }
 
 // signingKeys opens the secrets and returns the HMAC keys a request is signed with at now: the
-// current secret, plus the previous one while its grace period lasts.
+// current secret, then each rotated-out one until its expiry.
 func (s *Subscription) signingKeys(now time.Time, seal sealer) ([][]byte, error) {
 	secret, err := seal.openSecret(s.ID, s.Secret)
 	if err != nil {
@@ -251,8 +271,8 @@ func (s *Subscription) signingKeys(now time.Time, seal sealer) ([][]byte, error)
 		return nil, fmt.Errorf("subscription %s: stored secret: %w", s.ID, err)
 	}
 	keys := [][]byte{key}
-	if s.PreviousSecret != "" && s.PreviousSecretExpiresAt != nil && now.Before(*s.PreviousSecretExpiresAt) {
-		previous, err := seal.openSecret(s.ID, s.PreviousSecret)
+	for _, ps := range s.PreviousSecrets.signingAt(now) {
+		previous, err := seal.openSecret(s.ID, ps.Secret)
 		if err != nil {
 			return nil, err
 		}
@@ -447,11 +467,16 @@ func (s *Service) UpdateSubscription(ctx context.Context, id uuid.UUID, p Subscr
 	return s.withHealth(ctx, sub, err)
 }
 
-// RotateSecret replaces the secret and returns the new one; the old one signs beside it for 24 h.
-func (s *Service) RotateSecret(ctx context.Context, id uuid.UUID, pre concurrency.Precondition) (Subscription, string, error) {
+// RotateSecret replaces the secret and returns the new one; the old one signs beside it for
+// expirePreviousIn ("" = 24 h, see parseExpirePreviousIn), and those rotated out before keep their expiry.
+func (s *Service) RotateSecret(ctx context.Context, id uuid.UUID, expirePreviousIn string, pre concurrency.Precondition) (Subscription, string, error) {
+	ttl, err := parseExpirePreviousIn(expirePreviousIn)
+	if err != nil {
+		return Subscription{}, "", apperr.Invalid("expire_previous_in", err.Error())
+	}
 	var secret string
 	sub, err := database.Update(ctx, s.db, s.subscriptionChange(id, pre, func(_ context.Context, sub *Subscription) (err error) {
-		secret, err = sub.rotateSecret(s.now(), s.sealer)
+		secret, err = sub.rotateSecret(s.now(), ttl, s.sealer)
 		return err
 	}))
 	out, err := s.withHealth(ctx, sub, err)

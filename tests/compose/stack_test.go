@@ -60,17 +60,17 @@ func newStack(t *testing.T) *stack {
 		vars := standins(t)
 		for i, v := range vars {
 			if goImage, ok := strings.CutPrefix(v, "GO_IMAGE="); ok {
-				vars[i] = "GO_IMAGE=" + warmGoImage(t, s.dir, goImage, s.project)
+				vars[i] = "GO_IMAGE=" + warmGoImage(t, s.dir, goImage)
 			}
 		}
 		s.env = append(s.env, vars...)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			out, _ := s.run(2*time.Minute, s.cmd("--profile", "scale", "logs", "--no-color", "--tail", "60")...)
+			out, _ := s.run(2*time.Minute, s.cmd("--profile", "scale", "--profile", "cluster", "logs", "--no-color", "--tail", "60")...)
 			t.Logf("compose logs:\n%s", out)
 		}
-		if out, err := s.run(5*time.Minute, s.cmd("--profile", "scale", "down", "-v", "--remove-orphans", "-t", "5")...); err != nil {
+		if out, err := s.run(5*time.Minute, s.cmd("--profile", "scale", "--profile", "cluster", "down", "-v", "--remove-orphans", "-t", "5")...); err != nil {
 			t.Logf("down -v: %v\n%s", err, out)
 		}
 	})
@@ -156,13 +156,20 @@ func standinCache() string {
 	return "/var/tmp/keelson-standins-cache"
 }
 
-// warmGoImage builds both binaries on this machine the way the Dockerfile's build stage does (same
-// toolchain, vendored sources, -trimpath, so the same build cache keys) into a build cache kept
-// next to the stand-in tarballs, and returns an image of the Go stand-in that carries that cache:
-// the image build then compiles only what changed instead of every dependency, which on two
-// busy cores is the difference between one minute and half an hour. Test-only, like the stand-ins.
-func warmGoImage(t *testing.T, context, goImage, project string) string {
+// warmGoImage returns an image of the Go stand-in that carries a warm build cache, building it
+// when this machine has none: both binaries are built here the way the Dockerfile's build stage
+// builds them (same toolchain, vendored sources, -trimpath, so the same cache keys) into a cache kept
+// next to the stand-in tarballs, which the image then holds. The image build compiles only what
+// changed since instead of every dependency — on two busy cores the difference between one minute
+// and twenty. Test-only, like the stand-ins; every stack of a run shares it, and with it the image
+// layers built on it.
+func warmGoImage(t *testing.T, context, goImage string) string {
 	t.Helper()
+	_, tag, _ := strings.Cut(goImage, ":")
+	warm := "keelson-standin/go-warm:" + tag
+	if exec.Command("docker", "image", "inspect", warm).Run() == nil {
+		return warm
+	}
 	began := time.Now()
 	gocache := filepath.Join(standinCache(), "gocache")
 	bin := t.TempDir()
@@ -177,13 +184,11 @@ func warmGoImage(t *testing.T, context, goImage, project string) string {
 	}
 	t.Logf("Go build cache warmed on the host in %s", time.Since(began).Round(time.Second))
 	began = time.Now()
-	warm := "keelson-standin/go-warm:" + project
 	bake := exec.Command("docker", "build", "-q", "-t", warm, "--build-arg", "GO_IMAGE="+goImage, "-f", "-", gocache)
 	bake.Stdin = strings.NewReader("ARG GO_IMAGE\nFROM ${GO_IMAGE}\nENV GOCACHE=/root/.cache/go-build\nCOPY . /root/.cache/go-build\n")
 	if out, err := bake.CombinedOutput(); err != nil {
 		t.Fatalf("docker build %s: %v\n%s", warm, err, out)
 	}
-	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", warm).Run() })
 	t.Logf("Go stand-in with the build cache (%s) in %s", warm, time.Since(began).Round(time.Second))
 	return warm
 }

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -172,15 +173,13 @@ func warmGoImage(t *testing.T, context, goImage string) string {
 	}
 	began := time.Now()
 	gocache := filepath.Join(standinCache(), "gocache")
-	bin := t.TempDir()
-	for _, pkg := range []string{"./app", "./examples/receiver"} {
-		build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(bin, filepath.Base(pkg)), pkg)
-		build.Dir = context
-		build.Env = append(os.Environ(), "GOCACHE="+gocache, "GOFLAGS=-mod=vendor", "GOPROXY=off",
-			"GOTOOLCHAIN=local", "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s for the build cache: %v\n%s", pkg, err, out)
-		}
+	// Two packages at once: compiled into the cache, not linked (a link is never cached).
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "./app", "./examples/receiver")
+	build.Dir = context
+	build.Env = append(os.Environ(), "GOCACHE="+gocache, "GOFLAGS=-mod=vendor", "GOPROXY=off",
+		"GOTOOLCHAIN=local", "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build for the build cache: %v\n%s", err, out)
 	}
 	t.Logf("Go build cache warmed on the host in %s", time.Since(began).Round(time.Second))
 	began = time.Now()
@@ -288,4 +287,24 @@ func (s *stack) leftovers() []string {
 		}
 	}
 	return left
+}
+
+// waitClusterOf waits until the first broker node reports n running nodes.
+func (s *stack) waitClusterOf(n int, timeout time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		out, err := s.run(time.Minute, "docker", "exec", s.container("rabbitmq"), "rabbitmqctl", "-q", "cluster_status", "--formatter", "json")
+		var status struct {
+			Running []string `json:"running_nodes"`
+		}
+		_, doc, found := strings.Cut(out, "{")
+		if err == nil && found && json.Unmarshal([]byte("{"+doc), &status) == nil && len(status.Running) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the cluster has not %d running nodes after %s: %v\n%s", n, timeout, err, out)
+		}
+		time.Sleep(2 * time.Second)
+	}
 }

@@ -3,7 +3,7 @@ BUILD_FLAGS := -trimpath -ldflags "-s -w"
 GOLANGCI_LINT_VERSION := v2.15.0
 GOVULNCHECK_VERSION := v1.9.0
 
-.PHONY: run build migrate serve test fuzz tidy-check vuln lint bench fmt services screenshots
+.PHONY: run build migrate serve test fuzz tidy-check vuln lint bench fmt services screenshots test-compose test-compose-cluster
 
 ## services: install (when missing) and start PostgreSQL and RabbitMQ on 127.0.0.1
 services:
@@ -45,7 +45,11 @@ vuln:
 ## test-compose: docker-compose.yml built, walked through and faulted in containers (needs Docker and
 ## Compose; builds test-only stand-in images from Debian packages, as CI has no image registry)
 test-compose:
-	go test -tags compose -count=1 -timeout 30m -v ./tests/compose/
+	go test -tags compose -count=1 -timeout 30m -v -run 'TestTheComposeFileRunsTheAppAndLosesNoEventUnderFaults' ./tests/compose/
+
+## test-compose-cluster: the cluster profile (three RabbitMQ nodes, quorum queues) with one node stopped
+test-compose-cluster:
+	go test -tags compose -count=1 -timeout 30m -v -run 'TestAStoppedBrokerNodeOfTheClusterLosesNoEvent' ./tests/compose/
 
 lint:
 	@command -v golangci-lint >/dev/null || go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)

@@ -132,9 +132,10 @@ func TestAStoppedBrokerNodeOfTheClusterLosesNoEvent(t *testing.T) {
 	// The brokers first, so the quorum queues the replicas declare get all three nodes as members.
 	began := time.Now()
 	s.must(20*time.Minute, cluster("up", "--build", "-d", "rabbitmq", "rabbitmq2", "rabbitmq3")...)
-	// Three Erlang VMs booting side by side on a busy machine take minutes.
-	s.waitHealthy(8*time.Minute, "rabbitmq", "rabbitmq2", "rabbitmq3")
-	s.waitClusterOf(3, 5*time.Minute)
+	// Three Erlang VMs booting side by side on a busy machine take minutes, and the health check's
+	// own Erlang VM may then exceed its timeout: the cluster's view of its running nodes decides.
+	s.waitHealthy(8*time.Minute, "rabbitmq")
+	s.waitClusterOf(3, 8*time.Minute)
 	t.Logf("three-node cluster formed in %s", time.Since(began).Round(time.Second))
 	s.must(20*time.Minute, cluster("up", "--build", "-d")...)
 	s.waitHealthy(3*time.Minute, "postgres", "receiver", "app1", "app2")

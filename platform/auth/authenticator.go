@@ -221,7 +221,10 @@ func (a *Authenticator) touch(ctx context.Context, id uuid.UUID, entry cachedTok
 	}
 	e.lastUsed = now
 	a.mu.Unlock()
-	_, _ = a.db.ExecContext(context.WithoutCancel(ctx), `UPDATE api_tokens SET last_used_at = now()
+	// Not cancelled with the request, but bounded: a slow database must not pile these up.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_, _ = a.db.ExecContext(ctx, `UPDATE api_tokens SET last_used_at = now()
 		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= now() - interval '1 minute')`, id)
 }
 

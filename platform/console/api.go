@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/correlation"
 	"github.com/keelson/keelson/platform/httpapi"
 )
@@ -22,10 +23,12 @@ import (
 // shows and does exactly what that token may do: authentication, scopes and tenants are enforced
 // once, by the API.
 type api struct {
-	engine *gin.Engine
+	engine   *gin.Engine
+	declared *httpapi.API // the scope each declared route needs; nil: unknown
 
 	routesOnce sync.Once
-	routes     map[string]bool // "POST /api/v1/webhooks/subscriptions/:/pause"
+	routes     map[string]bool       // "POST /api/v1/webhooks/subscriptions/:/pause"
+	scopes     map[string]auth.Scope // same keys, for routes declared with a scope
 }
 
 // call is one request to the API.
@@ -127,18 +130,24 @@ func formKey(g *gin.Context) string {
 	return ""
 }
 
-var routeParam = regexp.MustCompile(`/[:*][^/]*`)
+var routeParam = regexp.MustCompile(`/(?:[:*][^/]*|\{[^/]*\})`)
 
-// has reports whether the API serves method on path (parameters written as ":"), so the console
-// offers an action only where the API has its route.
-func (a *api) has(method, path string) bool {
+// may reports whether the API serves method on path (parameters written as ":") and the session's
+// token has the scope it needs, so the console offers an action only where it can work.
+func (a *api) may(s *session, method, path string) bool {
 	a.routesOnce.Do(func() {
-		a.routes = map[string]bool{}
+		a.routes, a.scopes = map[string]bool{}, map[string]auth.Scope{}
 		for _, rt := range a.engine.Routes() {
 			a.routes[rt.Method+" "+routeParam.ReplaceAllString(rt.Path, "/:")] = true
 		}
+		if a.declared != nil {
+			for _, rt := range a.declared.Routes() {
+				a.scopes[rt.Method+" "+routeParam.ReplaceAllString(rt.Path, "/:")] = rt.Scope
+			}
+		}
 	})
-	return a.routes[method+" "+httpapi.APIPrefix+path]
+	key := method + " " + httpapi.APIPrefix + path
+	return a.routes[key] && s.allows(a.scopes[key])
 }
 
 // recorder keeps an in-process answer of the API.

@@ -317,3 +317,54 @@ func Test_a_person_signs_in_and_redelivers_with_the_keyboard_alone_and_sees_wher
 		t.Fatalf("notice %q", notice)
 	}
 }
+
+func Test_a_read_only_token_sees_endpoints_and_deliveries_with_no_action_and_a_forged_action_is_refused(t *testing.T) {
+	c := startCluster(t)
+	rc := newReceiver(t, http.StatusInternalServerError)
+	sub := subscribe(t, c.a, rc.URL+"/hooks", "watched, not touched")
+	publish(t, c.a, map[string]any{"order_id": 7})
+	hosttest.Eventually(t, 30*time.Second, func() bool { return len(deliveries(t, c.a, "status=failed")) == 1 },
+		"the delivery fails after its two attempts")
+	d := deliveries(t, c.a, "status=failed")[0]
+	resp := c.a.Do(t, http.MethodPost, "/api/v1/admin/tokens",
+		map[string]any{"name": "viewer", "scopes": []string{"webhooks:read", "conversations:read"}})
+	if resp.Status != http.StatusCreated {
+		t.Fatalf("create the viewer's token: %d %s", resp.Status, resp.Body)
+	}
+	viewer := hosttest.Decode[struct{ Token string }](t, resp).Token
+
+	ctx := newBrowser(t, 1280, 900)
+	signInWith(t, ctx, c.a, viewer)
+	do(t, ctx, chromedp.Navigate(c.a.URL+"/console/endpoints/"+sub.ID), chromedp.WaitReady(chromedp.CSS("main")))
+	if main := text(t, ctx, "main"); !strings.Contains(main, "watched, not touched") {
+		t.Fatalf("the endpoint page does not show the endpoint: %.300s", main)
+	}
+	for _, button := range []string{"pause", "resume", "send-test", "rotate-secret", "recover"} {
+		if eval[bool](t, ctx, `document.getElementById("`+button+`") !== null`) {
+			t.Errorf("a webhooks:read token is offered %s", button)
+		}
+	}
+	do(t, ctx, chromedp.Navigate(c.a.URL+"/console/deliveries/"+d.ID), chromedp.WaitVisible(chromedp.ID("delivery-status")))
+	if eval[bool](t, ctx, `document.getElementById("redeliver") !== null`) {
+		t.Error("a webhooks:read token is offered Redeliver")
+	}
+
+	// A form the page did not offer, with the session's own CSRF token: the API refuses it.
+	forged := `(() => { const f = document.createElement("form"); f.method = "post";
+		f.action = "/console/deliveries/` + d.ID + `/redeliver";
+		const csrf = document.createElement("input"); csrf.name = "csrf";
+		csrf.value = document.querySelector("input[name=csrf]").value; f.appendChild(csrf);
+		const b = document.createElement("button"); b.id = "forged"; f.appendChild(b);
+		document.body.appendChild(f); return true })()`
+	eval[bool](t, ctx, forged)
+	if status := submit(t, ctx, "#forged"); status != http.StatusForbidden {
+		t.Fatalf("the forged redeliver answered %d, want 403", status)
+	}
+	if msg := text(t, ctx, "main"); !strings.Contains(msg, "Your token may not do this") {
+		t.Fatalf("the refusal reads %.300s", msg)
+	}
+	after := deliveries(t, c.a, "status=failed")
+	if len(after) != 1 || after[0].ID != d.ID || after[0].AttemptCount != d.AttemptCount || after[0].Version != d.Version {
+		t.Fatalf("the refused redeliver changed the delivery: %+v", after)
+	}
+}

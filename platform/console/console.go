@@ -17,7 +17,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/correlation"
+	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/jobs"
 )
 
@@ -49,11 +51,16 @@ type Options struct {
 	Logger *slog.Logger
 	// SessionTTL is how long a sign-in lasts; zero means DefaultSessionTTL.
 	SessionTTL time.Duration
+	// API and Auth, when set, let pages offer only the actions the signed-in token's scopes allow;
+	// the API refuses the others (403) either way.
+	API  *httpapi.API
+	Auth *auth.Authenticator
 }
 
 // Console is the mounted console.
 type Console struct {
 	api      *api
+	auth     *auth.Authenticator
 	sessions *sessionStore
 	views    *views
 	logger   *slog.Logger
@@ -73,7 +80,8 @@ func Mount(opts Options) (*Console, error) {
 		return nil, err
 	}
 	c := &Console{
-		api:      &api{engine: opts.Engine},
+		api:      &api{engine: opts.Engine, declared: opts.API},
+		auth:     opts.Auth,
 		sessions: &sessionStore{db: opts.DB, ttl: ttl},
 		views:    v,
 		logger:   opts.Logger.With("component", "console"),
@@ -168,6 +176,21 @@ func (c *Console) requireSession(g *gin.Context) {
 			Error: "This form was refused: it did not carry this console's security token. Reload the page and try again."})
 		g.Abort()
 		return
+	}
+	if c.auth != nil {
+		p, err := c.auth.Authenticate(g.Request.Context(), s.Token)
+		switch {
+		case errors.Is(err, auth.ErrUnauthenticated):
+			// Revoked or expired since sign-in: the session is worth nothing now.
+			_ = c.sessions.end(g.Request.Context(), s.ID)
+			setCookie(g, sessionCookie, "", -1)
+			g.Redirect(http.StatusSeeOther, Prefix+"/sign-in?notice=token")
+			g.Abort()
+			return
+		case err == nil:
+			s.scopes = p.Scopes
+		}
+		// A disabled tenant or an unreachable database: the API's own answer explains it on the page.
 	}
 	g.Set(sessionKey, s)
 	g.Next()

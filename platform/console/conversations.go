@@ -101,7 +101,7 @@ func (c *Console) conversation(g *gin.Context, s session) error {
 		return err
 	}
 	data := conversationData{C: conv, Messages: msgs.Items,
-		CanDecide: c.api.has(http.MethodPost, "/assistant/proposals/:/accept")}
+		CanDecide: c.api.may(&s, http.MethodPost, "/assistant/proposals/:/accept")}
 	if msgs.NextCursor != nil {
 		data.More = Prefix + "/conversations/" + id + "?" + url.Values{"cursor": {*msgs.NextCursor}}.Encode()
 	}
@@ -189,7 +189,7 @@ type eventTypesData struct {
 }
 
 func (c *Console) eventTypes(g *gin.Context, s session) error {
-	if !c.api.has(http.MethodGet, "/webhooks/event-types") {
+	if !c.api.may(&s, http.MethodGet, "/webhooks/event-types") {
 		return &apiError{Status: http.StatusNotFound}
 	}
 	q := url.Values{"limit": {"200"}}

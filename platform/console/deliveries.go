@@ -207,7 +207,7 @@ func (c *Console) delivery(g *gin.Context, s session) error {
 		return err
 	}
 	c.render(g, http.StatusOK, "delivery", page{Title: "Delivery " + d.ID, Section: "deliveries", Session: &s,
-		Data: deliveryData{D: d, CanReplay: c.api.has(http.MethodPost, "/webhooks/deliveries/:/redeliver")}})
+		Data: deliveryData{D: d, CanReplay: c.api.may(&s, http.MethodPost, "/webhooks/deliveries/:/redeliver")}})
 	return nil
 }
 

@@ -64,7 +64,7 @@ func (c *Console) endpoints(g *gin.Context, s session) error {
 	data := endpointsData{}
 	now := time.Now()
 	for _, sub := range l.Items {
-		h, err := c.health(g.Request, s.Token, sub, now, 1)
+		h, err := c.health(g.Request, &s, sub, now, 1)
 		if err != nil {
 			return err
 		}
@@ -103,7 +103,7 @@ func (c *Console) showEndpoint(g *gin.Context, s session, status int, newSecret 
 		return err
 	}
 	now := time.Now()
-	h, err := c.health(g.Request, s.Token, sub, now, healthMaxPages)
+	h, err := c.health(g.Request, &s, sub, now, healthMaxPages)
 	if err != nil {
 		return err
 	}
@@ -116,11 +116,11 @@ func (c *Console) showEndpoint(g *gin.Context, s session, status int, newSecret 
 	data := endpointData{S: sub, Health: h, Recent: recent.Items, NewSecret: newSecret,
 		RecoverMin: now.Add(-24 * time.Hour).UTC().Format(timeInput),
 		Can: actions{
-			Pause:   state == "active" && c.api.has(http.MethodPost, "/webhooks/subscriptions/:/pause"),
-			Resume:  state != "active" && c.api.has(http.MethodPost, "/webhooks/subscriptions/:/resume"),
-			Test:    c.api.has(http.MethodPost, "/webhooks/subscriptions/:/test"),
-			Rotate:  c.api.has(http.MethodPost, "/webhooks/subscriptions/:/rotate-secret"),
-			Recover: c.api.has(http.MethodPost, "/webhooks/subscriptions/:/recover"),
+			Pause:   state == "active" && c.api.may(&s, http.MethodPost, "/webhooks/subscriptions/:/pause"),
+			Resume:  state != "active" && c.api.may(&s, http.MethodPost, "/webhooks/subscriptions/:/resume"),
+			Test:    c.api.may(&s, http.MethodPost, "/webhooks/subscriptions/:/test"),
+			Rotate:  c.api.may(&s, http.MethodPost, "/webhooks/subscriptions/:/rotate-secret"),
+			Recover: c.api.may(&s, http.MethodPost, "/webhooks/subscriptions/:/recover"),
 		}}
 	c.render(g, status, "endpoint", page{Title: "Endpoint " + sub.URL, Section: "endpoints", Session: &s, Data: data})
 	return nil

@@ -147,8 +147,13 @@ func eval[T any](t *testing.T, ctx context.Context, js string) T {
 // signIn signs the browser in on replica r with the test token.
 func signIn(t *testing.T, ctx context.Context, r *hosttest.Replica) {
 	t.Helper()
+	signInWith(t, ctx, r, hosttest.Token)
+}
+
+func signInWith(t *testing.T, ctx context.Context, r *hosttest.Replica, token string) {
+	t.Helper()
 	do(t, ctx, chromedp.Navigate(r.URL+"/console/"), chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), hosttest.Token))
+		chromedp.SendKeys(chromedp.ID("token"), token))
 	submit(t, ctx, "#sign-in")
 	if loc := location(t, ctx); !strings.HasSuffix(loc, "/console/endpoints") {
 		t.Fatalf("after sign-in the browser is at %s", loc)

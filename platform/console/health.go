@@ -55,7 +55,8 @@ type hourBucket struct{ ok, failed int }
 
 // health reads the subscription's deliveries of the last 24 h through the API (newest first, at most
 // pages of them) for the hourly chart and the last failure, and its stats or pending deliveries for the figures.
-func (c *Console) health(r *http.Request, token string, sub subscription, now time.Time, pages int) (health, error) {
+func (c *Console) health(r *http.Request, s *session, sub subscription, now time.Time, pages int) (health, error) {
+	token := s.Token
 	h := health{Unit: "deliveries", Due: -1}
 	var buckets [24]hourBucket
 	since := now.Add(-24 * time.Hour)
@@ -102,7 +103,7 @@ func (c *Console) health(r *http.Request, token string, sub subscription, now ti
 		h.LastFailureAt = &h.LastFailure.UpdatedAt
 	}
 
-	if c.api.has(http.MethodGet, "/webhooks/subscriptions/:/stats") {
+	if c.api.may(s, http.MethodGet, "/webhooks/subscriptions/:/stats") {
 		var st stats
 		if err := c.api.do(r, token, call{method: http.MethodGet, path: "/webhooks/subscriptions/" + escapePath(sub.ID) + "/stats"}, &st); err != nil {
 			return h, err

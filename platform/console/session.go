@@ -13,9 +13,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/platform/auth"
 )
 
 // A session cookie is base64url(id ‖ secret). The row keyed by id keeps a hash of the secret and the API
@@ -34,6 +37,13 @@ type session struct {
 	Token   string
 	CSRF    string
 	Expires time.Time
+	scopes  []auth.Scope // the token's, read at each request; nil when the console cannot tell
+}
+
+// allows reports whether the session's token has scope; a console that cannot tell offers the
+// action and lets the API answer.
+func (s *session) allows(scope auth.Scope) bool {
+	return scope == "" || s.scopes == nil || slices.Contains(s.scopes, scope)
 }
 
 type sessionStore struct {

@@ -168,7 +168,11 @@ func loadViews() (*views, error) {
 
 // render writes a page; a template failure is a programming error and answers a plain 500.
 func (c *Console) render(g *gin.Context, status int, name string, p page) {
-	p.Catalog = c.api.has(http.MethodGet, "/webhooks/event-types")
+	signedIn := p.Session
+	if signedIn == nil {
+		signedIn = &session{}
+	}
+	p.Catalog = c.api.may(signedIn, http.MethodGet, "/webhooks/event-types")
 	if p.Notice == "" {
 		p.Notice = notices[g.Query("notice")]
 	}

@@ -165,7 +165,7 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 	}
 	if opts.Console {
 		if _, err := console.Mount(console.Options{Engine: engine, DB: opts.DB.SQL(), Logger: opts.Logger,
-			SessionTTL: opts.ConsoleSessionTTL}); err != nil {
+			SessionTTL: opts.ConsoleSessionTTL, API: api, Auth: authn}); err != nil {
 			return nil, err
 		}
 	}

@@ -137,6 +137,10 @@ func operation(reg huma.Registry, r declaredRoute) map[string]any {
 				"content": map[string]any{ProblemContentType: map[string]any{"schema": ref("schemas/Problem")}}}
 		}
 	}
+	responses[strconv.Itoa(http.StatusTooManyRequests)] = map[string]any{
+		"description": "The token's request rate limit is spent (rate_limited).",
+		"headers":     map[string]any{"Retry-After": map[string]any{"description": "Seconds until the window ends.", "schema": map[string]any{"type": "integer"}}},
+		"content":     map[string]any{ProblemContentType: map[string]any{"schema": ref("schemas/Problem")}}}
 	op := map[string]any{"operationId": r.ID, "summary": r.Summary, "tags": r.Tags, "responses": responses}
 	if len(params) > 0 {
 		op["parameters"] = params

@@ -52,6 +52,8 @@ type Config struct {
 	WebhooksDisableMinAttempts  int
 	WebhooksConcurrency         int
 	WebhooksEndpointConcurrency int
+	WebhooksMaxSubscriptions    int
+	WebhooksMaxEventBytes       int
 
 	OTelTracesExporter string
 	OTelEndpoint       string
@@ -150,6 +152,10 @@ var Variables = []Variable{
 		set: func(c *Config, v string) error { return parseInt(v, 4, 256, &c.WebhooksConcurrency) }},
 	{Name: "WEBHOOKS_ENDPOINT_CONCURRENCY", Default: "32", Usage: "sends in flight to one fast endpoint per replica",
 		set: func(c *Config, v string) error { return parseInt(v, 1, 256, &c.WebhooksEndpointConcurrency) }},
+	{Name: "WEBHOOKS_MAX_SUBSCRIPTIONS_PER_TENANT", Default: "100", Usage: "live webhook subscriptions one tenant may have (409 subscription_quota_exceeded beyond)",
+		set: func(c *Config, v string) error { return parseInt(v, 1, 1000000, &c.WebhooksMaxSubscriptions) }},
+	{Name: "WEBHOOKS_MAX_EVENT_BYTES", Default: "262144", Usage: "largest data of an event posted to /webhooks/events, in bytes (413 payload_too_large beyond; at most 1048576)",
+		set: func(c *Config, v string) error { return parseInt(v, 1, 1<<20, &c.WebhooksMaxEventBytes) }},
 	{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Default: "", Usage: "OTLP/HTTP collector base URL (http://collector:4318); empty = no spans exported",
 		set: func(c *Config, v string) error {
 			if v == "" {
@@ -251,6 +257,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("webhooks_disable_min_attempts", c.WebhooksDisableMinAttempts),
 		slog.Int("webhooks_concurrency", c.WebhooksConcurrency),
 		slog.Int("webhooks_endpoint_concurrency", c.WebhooksEndpointConcurrency),
+		slog.Int("webhooks_max_subscriptions_per_tenant", c.WebhooksMaxSubscriptions),
+		slog.Int("webhooks_max_event_bytes", c.WebhooksMaxEventBytes),
 		slog.String("otel_exporter_otlp_endpoint", maskURL(c.OTelEndpoint)),
 		slog.String("otel_traces_exporter", c.OTelTracesExporter),
 		slog.String("otel_service_name", c.OTelServiceName),

@@ -12,18 +12,20 @@ import (
 // and one entry in the list returned here.
 func modules(cfg Config) ([]module.Module, error) {
 	wh, err := webhooks.New(webhooks.Config{
-		AllowPrivateTargets: cfg.WebhooksAllowPrivateTargets,
-		AllowedTargets:      cfg.WebhooksAllowedTargets,
-		SendTimeout:         cfg.WebhooksSendTimeout,
-		ClaimLease:          cfg.WebhooksClaimLease,
-		SweepInterval:       cfg.WebhooksSweepInterval,
-		Retention:           cfg.WebhooksRetention,
-		RetrySchedule:       cfg.WebhooksRetrySchedule,
-		RetryAfterMax:       cfg.WebhooksRetryAfterMax,
-		DisableAfter:        cfg.WebhooksDisableAfter,
-		DisableMinAttempts:  cfg.WebhooksDisableMinAttempts,
-		Concurrency:         cfg.WebhooksConcurrency,
-		EndpointConcurrency: cfg.WebhooksEndpointConcurrency,
+		AllowPrivateTargets:       cfg.WebhooksAllowPrivateTargets,
+		AllowedTargets:            cfg.WebhooksAllowedTargets,
+		SendTimeout:               cfg.WebhooksSendTimeout,
+		ClaimLease:                cfg.WebhooksClaimLease,
+		SweepInterval:             cfg.WebhooksSweepInterval,
+		Retention:                 cfg.WebhooksRetention,
+		RetrySchedule:             cfg.WebhooksRetrySchedule,
+		RetryAfterMax:             cfg.WebhooksRetryAfterMax,
+		DisableAfter:              cfg.WebhooksDisableAfter,
+		DisableMinAttempts:        cfg.WebhooksDisableMinAttempts,
+		Concurrency:               cfg.WebhooksConcurrency,
+		EndpointConcurrency:       cfg.WebhooksEndpointConcurrency,
+		MaxSubscriptionsPerTenant: cfg.WebhooksMaxSubscriptions,
+		MaxEventBytes:             cfg.WebhooksMaxEventBytes,
 	})
 	if err != nil {
 		return nil, err

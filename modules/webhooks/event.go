@@ -76,6 +76,9 @@ func (in *EventInput) validate() error {
 
 // PublishEvent ingests a client's event (POST /events).
 func (s *Service) PublishEvent(ctx context.Context, in EventInput) (Ingested, error) {
+	if err := s.checkEventSize(in.Data); err != nil {
+		return Ingested{}, err
+	}
 	if err := in.validate(); err != nil {
 		return Ingested{}, err
 	}

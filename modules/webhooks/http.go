@@ -18,7 +18,8 @@ func mountRoutes(api *httpapi.API, s *Service) {
 	h := handlers{s: s}
 	g := api.Module("/webhooks", "webhooks").Scopes(auth.WebhooksRead, auth.WebhooksWrite)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/subscriptions", ID: "createWebhookSubscription",
-		Summary: "Create a subscription; the answer carries its signing secret.", Status: http.StatusCreated}, h.createSubscription)
+		Summary: "Create a subscription; the answer carries its signing secret. Beyond the tenant's quota of live subscriptions: 409 subscription_quota_exceeded.",
+		Status:  http.StatusCreated, Errors: []int{http.StatusConflict}}, h.createSubscription)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/subscriptions", ID: "listWebhookSubscriptions",
 		Summary: "List live subscriptions, oldest first."}, h.listSubscriptions)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/subscriptions/{id}", ID: "getWebhookSubscription",
@@ -30,7 +31,7 @@ func mountRoutes(api *httpapi.API, s *Service) {
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/subscriptions/{id}/rotate-secret", ID: "rotateWebhookSecret",
 		Summary: "Replace the signing secret; the old one keeps signing beside it for 24 hours or expire_previous_in, and earlier ones until their own expiry."}, h.rotateSecret)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/events", ID: "publishWebhookEvent",
-		Summary: "Publish an event of the client's own type to every matching subscription. Idempotent on id: the same id, type and data again answers 200 duplicate, another type or data 409 event_id_reused.",
+		Summary: "Publish an event of the client's own type to every matching subscription. Idempotent on id: the same id, type and data again answers 200 duplicate, another type or data 409 event_id_reused. Data beyond the payload size limit (256 KiB by default): 413 payload_too_large.",
 		Status:  http.StatusAccepted, OtherStatuses: []int{http.StatusOK}, Errors: []int{http.StatusConflict}}, h.publishEvent)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/event-types", ID: "listWebhookEventTypes",
 		Summary: "List the public event types modules publish, with their payload schema and an example."}, h.listEventTypes)

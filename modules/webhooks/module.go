@@ -58,6 +58,10 @@ type Config struct {
 	EndpointConcurrency int             // sends in flight to one fast endpoint per replica; 0 = 32
 	Retention           time.Duration   // events, finished deliveries and attempts older than this are pruned; 0 keeps all
 	RetentionBatch      int             // rows per pruning statement; 0 = 5000
+	// MaxSubscriptionsPerTenant caps a tenant's live subscriptions; 0 = 100.
+	MaxSubscriptionsPerTenant int
+	// MaxEventBytes caps the data of an event posted to /events (413 beyond); 0 = 256 KiB, at most 1 MiB.
+	MaxEventBytes int
 }
 
 // withDefaults fills the zero values that stand for a default.
@@ -80,6 +84,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.EndpointConcurrency == 0 {
 		c.EndpointConcurrency = defaultEndpointConcurrency
+	}
+	if c.MaxSubscriptionsPerTenant == 0 {
+		c.MaxSubscriptionsPerTenant = defaultMaxSubscriptionsPerTenant
+	}
+	if c.MaxEventBytes == 0 {
+		c.MaxEventBytes = defaultMaxEventBytes
 	}
 	return c
 }
@@ -137,6 +147,12 @@ func (c Config) Validate() error {
 	}
 	if c.EndpointConcurrency < 0 {
 		errs = append(errs, errors.New("webhooks: EndpointConcurrency must not be negative"))
+	}
+	if c.MaxSubscriptionsPerTenant < 0 {
+		errs = append(errs, errors.New("webhooks: MaxSubscriptionsPerTenant must not be negative"))
+	}
+	if c.MaxEventBytes < 0 || c.MaxEventBytes > maxEventBytesLimit {
+		errs = append(errs, fmt.Errorf("webhooks: MaxEventBytes must be 0..%d", maxEventBytesLimit))
 	}
 	if c.DisableMinAttempts < 0 {
 		errs = append(errs, errors.New("webhooks: DisableMinAttempts must not be negative"))

@@ -85,3 +85,15 @@ func (e *StateConflictError) Error() string { return e.Code + ": " + e.Detail }
 
 // StateConflict builds a StateConflictError.
 func StateConflict(code, detail string) error { return &StateConflictError{Code: code, Detail: detail} }
+
+// TooLargeError refuses an input larger than a configured limit (413), such as an event's data
+// beyond the payload size a tenant may send.
+type TooLargeError struct {
+	Field  string
+	Detail string
+}
+
+func (e *TooLargeError) Error() string { return e.Field + " " + e.Detail }
+
+// TooLarge builds a TooLargeError.
+func TooLarge(field, detail string) error { return &TooLargeError{Field: field, Detail: detail} }

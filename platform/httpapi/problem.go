@@ -90,6 +90,7 @@ func classify(err error, conflictCodes map[string]ConflictAnswer) (p Problem, in
 		ve  *apperr.ValidationError
 		nf  *apperr.NotFoundError
 		sc  *apperr.StateConflictError
+		tl  *apperr.TooLargeError
 		ce  conflict
 		mbe *http.MaxBytesError
 	)
@@ -106,6 +107,9 @@ func classify(err error, conflictCodes map[string]ConflictAnswer) (p Problem, in
 		p = Problem{Status: http.StatusNotFound, Code: CodeNotFound, Detail: nf.Error()}
 	case errors.As(err, &sc):
 		p = Problem{Status: http.StatusConflict, Code: sc.Code, Detail: sc.Detail}
+	case errors.As(err, &tl):
+		p = Problem{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge, Detail: tl.Error(),
+			Errors: []apperr.FieldError{{Field: tl.Field, Message: tl.Detail}}}
 	case errors.Is(err, apperr.ErrNotFound):
 		p = Problem{Status: http.StatusNotFound, Code: CodeNotFound, Detail: "the resource does not exist"}
 	case errors.Is(err, apperr.ErrPreconditionFailed):

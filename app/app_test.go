@@ -25,6 +25,7 @@ import (
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
 	"github.com/keelson/keelson/platform/telemetry"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 const testToken = "app-test-token"
@@ -66,7 +67,7 @@ func (p *pings) Register(r *module.Registry) error {
 				if err := r.DB.Conn(ctx).Exec("INSERT INTO pings (id, note) VALUES (?, ?)", id, in.Body.Note).Error; err != nil {
 					return err
 				}
-				ev, err := messaging.NewEvent(ctx, "pings", "ping.created", map[string]string{"id": id.String()})
+				ev, err := messaging.NewEvent(tenancy.With(ctx, tenancy.DefaultID), "pings", "ping.created", map[string]string{"id": id.String()})
 				if err != nil {
 					return err
 				}

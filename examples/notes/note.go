@@ -9,12 +9,15 @@ import (
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
-// Note is a titled text. Version maps to PostgreSQL's xmin: every Save of a loaded note adds
-// `AND xmin = <version read>`, so a write that lost a race gets a *concurrency.ConflictError.
+// Note is a titled text of one tenant. Version maps to PostgreSQL's xmin: every Save of a loaded note
+// adds `AND xmin = <version read>`, so a write that lost a race gets a *concurrency.ConflictError.
+// tenancy.Owned maps tenant_id: every statement on notes is scoped to the tenant of its context.
 type Note struct {
-	ID             uuid.UUID  `gorm:"type:uuid;primaryKey"`
+	ID uuid.UUID `gorm:"type:uuid;primaryKey"`
+	tenancy.Owned
 	ConversationID *uuid.UUID `gorm:"type:uuid"`
 	Title          string
 	Body           string

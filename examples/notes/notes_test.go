@@ -17,6 +17,7 @@ import (
 	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 type noteBody struct {
@@ -160,7 +161,7 @@ func TestNotesOpensOneNotePerConversationEvenWhenTheEventIsRepeated(t *testing.T
 	c := startCluster(t)
 	ctx := context.Background()
 	conversationID := uuid.New()
-	e, err := messaging.NewEvent(ctx, "conversations", contract.EventConversationCreated,
+	e, err := messaging.NewEvent(tenancy.With(ctx, tenancy.DefaultID), "conversations", contract.EventConversationCreated,
 		contract.ConversationCreated{ConversationID: conversationID, Title: "Trip to Lisbon", CreatedAt: time.Now().UTC()})
 	if err != nil {
 		t.Fatal(err)

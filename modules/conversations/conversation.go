@@ -9,13 +9,15 @@ import (
 	"github.com/keelson/keelson/modules/conversations/assistant"
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/concurrency"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // Conversation is a titled thread of messages. UpdatedAt is its concurrency token: every write is
 // conditional on the value read, so a writer that lost a race gets a ConflictError.
 type Conversation struct {
 	concurrency.Tokens
-	ID        uuid.UUID `gorm:"primaryKey"`
+	ID uuid.UUID `gorm:"primaryKey"`
+	tenancy.Owned
 	Title     string
 	CreatedAt time.Time
 	UpdatedAt time.Time `gorm:"concurrencyToken"`

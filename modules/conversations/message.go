@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // Message roles.
@@ -22,7 +23,8 @@ const MaxContentLength = 100_000
 // Message is one turn of a conversation. An assistant message names the user message it answers
 // in SourceMessageID, which is unique: a conversation never gets two replies to one message.
 type Message struct {
-	ID              uuid.UUID `gorm:"primaryKey"`
+	ID uuid.UUID `gorm:"primaryKey"`
+	tenancy.Owned
 	ConversationID  uuid.UUID
 	Role            string
 	Content         string

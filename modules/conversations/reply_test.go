@@ -256,11 +256,11 @@ func TestReplyJobRunTwiceRepliesOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			assert.NoError(t, kind.Handle(context.Background(), jobs.Job{Kind: kind.Name, Payload: payload, Attempt: 1, MaxAttempts: 5}))
+			assert.NoError(t, kind.Handle(tenantContext(), jobs.Job{Kind: kind.Name, Payload: payload, Attempt: 1, MaxAttempts: 5}))
 		})
 	}
 	wg.Wait()
-	require.NoError(t, kind.Handle(context.Background(), jobs.Job{Kind: kind.Name, Payload: payload, Attempt: 2, MaxAttempts: 5}))
+	require.NoError(t, kind.Handle(tenantContext(), jobs.Job{Kind: kind.Name, Payload: payload, Attempt: 2, MaxAttempts: 5}))
 	assert.Equal(t, int64(1), hosttest.Count(t, r.db, `SELECT count(*) FROM conversation_messages WHERE source_message_id = ?`, m.ID))
 	assert.Equal(t, int64(1), outboxCount(t, r.db, "assistant.reply_created"))
 	assert.Equal(t, int64(2), outboxCount(t, r.db, "conversation.message.created"), "the question and one answer")

@@ -1,7 +1,6 @@
 package conversations
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -21,7 +20,7 @@ import (
 func TestCreateThenUpdateAtOnce(t *testing.T) {
 	db := dbtest.New(t, migrations.Sets(ModuleName)...)
 	s := &store{db: db}
-	ctx := context.Background()
+	ctx := tenantContext()
 	for i := range 200 {
 		now := database.Now()
 		c := &Conversation{ID: uuid.Must(uuid.NewV7()), Title: "t", CreatedAt: now, UpdatedAt: now}
@@ -40,7 +39,7 @@ func TestCreateThenUpdateAtOnce(t *testing.T) {
 func TestNanosecondClockStillMatches(t *testing.T) {
 	db := dbtest.New(t, migrations.Sets(ModuleName)...)
 	s := &store{db: db}
-	ctx := context.Background()
+	ctx := tenantContext()
 	now := time.Date(2026, 11, 30, 10, 0, 0, 123456789, time.UTC)
 	c := &Conversation{ID: uuid.Must(uuid.NewV7()), Title: "t", CreatedAt: now, UpdatedAt: now}
 	require.NoError(t, s.createConversation(ctx, c))
@@ -51,7 +50,7 @@ func TestNanosecondClockStillMatches(t *testing.T) {
 func TestStaleCopyConflicts(t *testing.T) {
 	d := dbtest.Create(t, migrations.Sets(ModuleName)...)
 	ours, theirs := &store{db: d.Open(t)}, &store{db: d.Open(t)}
-	ctx := context.Background()
+	ctx := tenantContext()
 	now := database.Now()
 	c := &Conversation{ID: uuid.Must(uuid.NewV7()), Title: "t", CreatedAt: now, UpdatedAt: now}
 	require.NoError(t, ours.createConversation(ctx, c))

@@ -12,6 +12,7 @@ import (
 	"github.com/keelson/keelson/modules/proposals/contract"
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/concurrency"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // Statuses of a proposal: pending → accepted → applied|failed, or pending → rejected.
@@ -31,7 +32,8 @@ const MaxReasonLength = 1000
 // decisions the second finds none and fails with a ConflictError on entity "Proposal".
 type Proposal struct {
 	concurrency.Tokens
-	ID              uuid.UUID `gorm:"primaryKey"`
+	ID uuid.UUID `gorm:"primaryKey"`
+	tenancy.Owned
 	ConversationID  uuid.UUID
 	ReplyMessageID  uuid.UUID
 	SourceMessageID uuid.UUID

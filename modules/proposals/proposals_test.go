@@ -49,7 +49,7 @@ type list[T any] struct {
 // publish commits an integration event through the outbox, as another module would.
 func publish(t *testing.T, db *database.DB, eventType string, payload any) messaging.Event {
 	t.Helper()
-	ctx := context.Background()
+	ctx := tenantContext()
 	pub, err := outbox.NewPublisher(db)
 	require.NoError(t, err)
 	e, err := messaging.NewEvent(ctx, "test", eventType, payload)

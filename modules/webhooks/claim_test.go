@@ -20,7 +20,7 @@ import (
 // claim's lease had expired (a lost message or a crashed replica).
 func (h *harness) dueDelivery(eventType string) uuid.UUID {
 	h.t.Helper()
-	res, err := h.svc.PublishEvent(context.Background(), EventInput{Type: eventType, Data: []byte(`{"n":1}`)})
+	res, err := h.svc.PublishEvent(tenantContext(), EventInput{Type: eventType, Data: []byte(`{"n":1}`)})
 	require.NoError(h.t, err)
 	require.Equal(h.t, 1, res.Deliveries)
 	var id string
@@ -35,7 +35,7 @@ func Test_Should_refuse_the_second_claim_when_two_replicas_claim_the_same_row(t 
 	rc := newReceiver(t, nil)
 	a.subscribe(rc.URL, "*")
 	id := a.dueDelivery("order.created")
-	ctx := context.Background()
+	ctx := tenantContext()
 
 	first, err := a.svc.store.delivery(ctx, id)
 	require.NoError(t, err)
@@ -114,15 +114,15 @@ func Test_sweep_against_redeliver_one_commit_wins_each_round_and_the_loser_leave
 		var sweepErr, redeliverErr error
 		var redelivered Delivery
 		wg.Add(2)
-		go func() { defer wg.Done(); sweepErr = sweeper.svc.Sweep(context.Background()) }()
+		go func() { defer wg.Done(); sweepErr = sweeper.svc.Sweep(tenantContext()) }()
 		go func() {
 			defer wg.Done()
-			redelivered, redeliverErr = api.svc.Redeliver(context.Background(), id, concurrency.Precondition{})
+			redelivered, redeliverErr = api.svc.Redeliver(tenantContext(), id, concurrency.Precondition{})
 		}()
 		wg.Wait()
 		require.NoError(t, sweepErr, "round %d: a lost sweep is not an error", round)
 
-		stored, err := sweeper.svc.store.delivery(context.Background(), id)
+		stored, err := sweeper.svc.store.delivery(tenantContext(), id)
 		require.NoError(t, err)
 		var requests []uuid.UUID
 		for _, r := range sweeper.deliveryRequests() {
@@ -163,7 +163,7 @@ func Test_sweep_against_redeliver_one_commit_wins_each_round_and_the_loser_leave
 	}
 	require.Len(t, seen, rounds)
 	for id := range current {
-		d, attempts, err := consumer.svc.Delivery(context.Background(), id)
+		d, attempts, err := consumer.svc.Delivery(tenantContext(), id)
 		require.NoError(t, err)
 		require.Equal(t, StatusSucceeded, d.Status)
 		require.Len(t, attempts, 1)
@@ -208,7 +208,7 @@ func Test_concurrent_redeliveries_through_the_API_answer_202_or_409_and_only_win
 	require.GreaterOrEqual(t, won, 1)
 	requests := a.deliveryRequests()
 	require.Len(t, requests, before+won, "each 202 published one request, each 409 none")
-	stored, err := a.svc.store.delivery(context.Background(), id)
+	stored, err := a.svc.store.delivery(tenantContext(), id)
 	require.NoError(t, err)
 	require.True(t, stored.IsClaimedBy(requests[len(requests)-1].ClaimID))
 }
@@ -221,13 +221,13 @@ func Test_the_sweep_reports_the_due_backlog_and_claims_expired_leases(t *testing
 	second := h.dueDelivery("backlog.two")
 	before := len(h.deliveryRequests())
 
-	require.NoError(t, h.svc.Sweep(context.Background()))
+	require.NoError(t, h.svc.Sweep(tenantContext()))
 
 	require.Equal(t, 2.0, hosttest.Metric(t, h.registry, "keelson_webhooks_due_backlog"))
 	requests := h.deliveryRequests()[before:]
 	require.Len(t, requests, 2)
 	for _, id := range []uuid.UUID{first, second} {
-		d, err := h.svc.store.delivery(context.Background(), id)
+		d, err := h.svc.store.delivery(tenantContext(), id)
 		require.NoError(t, err)
 		require.True(t, d.NextAttemptAt.After(time.Now().Add(testConfig().ClaimLease/2)), "claimed for a lease")
 		claimed := false
@@ -236,7 +236,7 @@ func Test_the_sweep_reports_the_due_backlog_and_claims_expired_leases(t *testing
 		}
 		require.True(t, claimed, "the published request carries the stored claim")
 	}
-	require.NoError(t, h.svc.Sweep(context.Background()))
+	require.NoError(t, h.svc.Sweep(tenantContext()))
 	require.Equal(t, 0.0, hosttest.Metric(t, h.registry, "keelson_webhooks_due_backlog"))
 	require.Len(t, h.deliveryRequests(), before+2, "nothing due, nothing claimed")
 }

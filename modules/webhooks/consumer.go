@@ -10,6 +10,7 @@ import (
 
 	"github.com/keelson/keelson/modules/webhooks/contract"
 	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // AttemptResult is where an attempt stands.
@@ -28,7 +29,8 @@ const (
 
 // Attempt is one HTTP request sent for a delivery, recorded from the take on, whatever its outcome.
 type Attempt struct {
-	ID              uuid.UUID     `gorm:"column:id;primaryKey"`
+	ID uuid.UUID `gorm:"column:id;primaryKey"`
+	tenancy.Owned
 	DeliveryID      uuid.UUID     `gorm:"column:delivery_id"`
 	SubscriptionID  uuid.UUID     `gorm:"column:subscription_id"`
 	Number          int           `gorm:"column:number"`

@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/platform/concurrency"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // DeliveryStatus is where a delivery stands.
@@ -33,7 +34,8 @@ const (
 // every change is saved with the xmin check, so of two writers that loaded the same version only
 // the first to commit wins, and the other gets a *concurrency.ConflictError.
 type Delivery struct {
-	ID             uuid.UUID      `gorm:"column:id;primaryKey"`
+	ID uuid.UUID `gorm:"column:id;primaryKey"`
+	tenancy.Owned
 	SubscriptionID uuid.UUID      `gorm:"column:subscription_id"`
 	EventID        string         `gorm:"column:event_id"`
 	EventType      string         `gorm:"column:event_type"`

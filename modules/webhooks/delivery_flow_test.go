@@ -92,7 +92,7 @@ func Test_events_fan_out_to_three_subscriptions_with_signatures_the_reference_li
 
 	hosttest.Eventually(t, 10*time.Second, func() bool {
 		var n int64
-		h.db.Gorm().Model(&Delivery{}).Where("status = ?", StatusSucceeded).Count(&n)
+		h.db.Conn(tenantContext()).Model(&Delivery{}).Where("status = ?", StatusSucceeded).Count(&n)
 		return n == 9
 	}, "all deliveries succeeded")
 	require.Equal(t, 5, all.count())
@@ -104,7 +104,7 @@ func Test_integration_events_become_webhook_events_once_even_when_redelivered(t 
 	h := newHarness(t, testConfig(), harnessOptions{bus: true})
 	rc := newReceiver(t, nil)
 	h.subscribe(rc.URL, "invoice.*")
-	ctx := context.Background()
+	ctx := tenantContext()
 	e, err := messaging.NewEvent(ctx, "invoices", "invoice.sent", map[string]any{"proposal_id": "p9"})
 	require.NoError(t, err)
 	for range 2 { // the broker may deliver an event twice: the second finds its webhook event stored
@@ -125,8 +125,8 @@ func Test_integration_events_become_webhook_events_once_even_when_redelivered(t 
 func deliveryOf(t *testing.T, h *harness, eventID string) (Delivery, []Attempt) {
 	t.Helper()
 	var d Delivery
-	require.NoError(t, h.db.Gorm().Where("event_id = ?", eventID).Take(&d).Error)
-	d2, attempts, err := h.svc.Delivery(context.Background(), d.ID)
+	require.NoError(t, h.db.Conn(tenantContext()).Where("event_id = ?", eventID).Take(&d).Error)
+	d2, attempts, err := h.svc.Delivery(tenantContext(), d.ID)
 	require.NoError(t, err)
 	return d2, attempts
 }
@@ -250,7 +250,7 @@ func Test_a_stale_delivery_request_sends_nothing(t *testing.T) {
 	hosttest.Eventually(t, 20*time.Second, func() bool { d, _ := deliveryOf(t, h, eventID); return d.Status == StatusSucceeded }, "delivered")
 	d, _ := deliveryOf(t, h, eventID)
 	require.Equal(t, 1, rc.count())
-	ctx := context.Background()
+	ctx := tenantContext()
 
 	// A duplicate of the original request (its claim is gone) and a request with a made-up claim,
 	// both through RabbitMQ and straight into the handler.

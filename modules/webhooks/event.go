@@ -13,6 +13,7 @@ import (
 	"github.com/keelson/keelson/modules/webhooks/contract"
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // CodeEventTypeReserved refuses a client's event whose type a module owns.
@@ -23,7 +24,8 @@ var eventIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
 // eventRecord is a webhook event: what every delivery of it sends.
 type eventRecord struct {
-	ID        string          `gorm:"column:id;primaryKey"`
+	ID string `gorm:"column:id;primaryKey"`
+	tenancy.Owned
 	Type      string          `gorm:"column:type"`
 	Data      json.RawMessage `gorm:"column:data"`
 	CreatedAt time.Time       `gorm:"column:created_at"` // the event's time: an integration event's occurred_at
@@ -198,7 +200,11 @@ func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {
 
 // deliveryRequested is the outbox message asking a consumer to attempt a claimed delivery.
 func (s *Service) deliveryRequested(ctx context.Context, d *Delivery, claim uuid.UUID) (messaging.Event, error) {
-	return messaging.NewEvent(ctx, contract.Source, contract.DeliveryRequested, contract.DeliveryRequestedPayload{
+	e, err := messaging.NewEvent(ctx, contract.Source, contract.DeliveryRequested, contract.DeliveryRequestedPayload{
 		DeliveryID: d.ID, ClaimID: claim, SubscriptionID: d.SubscriptionID, RateSlotAt: d.RateSlotAt,
 	})
+	if d.TenantID != uuid.Nil {
+		e.TenantID = d.TenantID // the sweep claims in a system context: the delivery names its tenant
+	}
+	return e, err
 }

@@ -11,9 +11,13 @@ const CodeEventIDReused = "event_id_reused"
 // sameEvent compares a stored event with ev as PostgreSQL sees them: data as jsonb, so key order and
 // whitespace do not matter.
 func (s store) sameEvent(ctx context.Context, ev *eventRecord) (bool, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return false, err
+	}
 	var same bool
-	err := s.conn(ctx).Raw(`SELECT type = ? AND data = ?::jsonb FROM webhook_events WHERE id = ?`,
-		ev.Type, string(ev.Data), ev.ID).Row().Scan(&same)
+	err = s.conn(ctx).Raw(`SELECT type = ? AND data = ?::jsonb FROM webhook_events WHERE tenant_id = ? AND id = ?`,
+		ev.Type, string(ev.Data), tenant, ev.ID).Row().Scan(&same)
 	if err != nil {
 		return false, fmt.Errorf("compare event %s: %w", ev.ID, err)
 	}

@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -72,7 +71,7 @@ func Test_deleted_and_disabled_subscriptions_are_sent_nothing(t *testing.T) {
 
 	// A delivery made while the subscription was live, whose subscription is deleted before it is sent:
 	// the delete cancels it in its own transaction, so its request finds nothing to send.
-	ctx := context.Background()
+	ctx := tenantContext()
 	require.NoError(t, h.db.Gorm().Exec(`UPDATE webhook_subscriptions SET status = 'paused' WHERE id = ?`, deletedID).Error)
 	res, err := h.svc.ingest(ctx, EventInput{ID: "evt_before_delete", Type: "x.y", Data: []byte(`{}`)})
 	require.NoError(t, err)

@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
@@ -26,7 +25,7 @@ func (h *harness) failedDeliveries(n int) []uuid.UUID {
 	h.t.Helper()
 	ids := make([]uuid.UUID, 0, n)
 	for range n {
-		res, err := h.svc.PublishEvent(context.Background(), EventInput{Type: "order.failed", Data: []byte(`{"n":1}`)})
+		res, err := h.svc.PublishEvent(tenantContext(), EventInput{Type: "order.failed", Data: []byte(`{"n":1}`)})
 		require.NoError(h.t, err)
 		var id string
 		require.NoError(h.t, h.db.SQL().QueryRow(`UPDATE webhook_deliveries SET status = 'failed', claim_id = NULL,
@@ -41,7 +40,7 @@ func (h *harness) failedDeliveries(n int) []uuid.UUID {
 func (h *harness) runRecoveryJob(opID uuid.UUID) error {
 	payload, err := json.Marshal(recoverPayload{OperationID: opID})
 	require.NoError(h.t, err)
-	return h.svc.runRecovery(context.Background(), jobs.Job{ID: uuid.New(), Kind: recoverJob, Payload: payload, Attempt: 1, MaxAttempts: 5})
+	return h.svc.runRecovery(tenantContext(), jobs.Job{ID: uuid.New(), Kind: recoverJob, Payload: payload, Attempt: 1, MaxAttempts: 5})
 }
 
 func Test_recovery_answers_202_with_an_operation_whose_status_counts_and_progress_are_readable(t *testing.T) {
@@ -76,7 +75,7 @@ func Test_recovery_answers_202_with_an_operation_whose_status_counts_and_progres
 	assert.Equal(t, 1.0, done["progress"])
 	assert.NotNil(t, done["finished_at"])
 	for _, id := range failed {
-		d, err := h.svc.store.delivery(context.Background(), id)
+		d, err := h.svc.store.delivery(tenantContext(), id)
 		require.NoError(t, err)
 		assert.Equal(t, StatusPending, d.Status)
 		assert.Equal(t, TriggerRedeliver, d.NextTrigger)
@@ -94,7 +93,7 @@ func Test_recovery_racing_redeliveries_and_the_sweep_on_two_replicas_sends_once_
 	subID, _ := a.subscribe(rc.URL, "*")
 	ids := a.failedDeliveries(300)
 
-	op, err := a.svc.Recover(context.Background(), uuid.MustParse(subID), RecoverInput{Since: new(time.Now().Add(-time.Hour))})
+	op, err := a.svc.Recover(tenantContext(), uuid.MustParse(subID), RecoverInput{Since: new(time.Now().Add(-time.Hour))})
 	require.NoError(t, err)
 	require.Equal(t, len(ids), op.Total)
 
@@ -112,7 +111,7 @@ func Test_recovery_racing_redeliveries_and_the_sweep_on_two_replicas_sends_once_
 				return
 			default:
 			}
-			_, err := b.svc.Redeliver(context.Background(), ids[rand.IntN(len(ids))], concurrency.Precondition{})
+			_, err := b.svc.Redeliver(tenantContext(), ids[rand.IntN(len(ids))], concurrency.Precondition{})
 			var conflict *concurrency.ConflictError
 			switch {
 			case err == nil:
@@ -138,7 +137,7 @@ func Test_recovery_racing_redeliveries_and_the_sweep_on_two_replicas_sends_once_
 				t.Errorf("expire leases: %v", err)
 				return
 			}
-			if err := b.svc.Sweep(context.Background()); err != nil {
+			if err := b.svc.Sweep(tenantContext()); err != nil {
 				t.Errorf("sweep: %v", err)
 				return
 			}
@@ -153,7 +152,7 @@ func Test_recovery_racing_redeliveries_and_the_sweep_on_two_replicas_sends_once_
 	}()
 	wg.Wait()
 
-	done, err := a.svc.Operation(context.Background(), op.ID)
+	done, err := a.svc.Operation(tenantContext(), op.ID)
 	require.NoError(t, err)
 	require.Equal(t, OperationSucceeded, done.Status)
 	assert.LessOrEqual(t, done.Requeued, len(ids), "no delivery requeued twice by the recovery")
@@ -191,7 +190,7 @@ func Test_pruning_racing_the_sweep_and_redeliveries_on_two_replicas_never_delete
 	b := newHarness(t, cfg, harnessOptions{database: a.database})
 	rc := newReceiver(t, nil)
 	a.subscribe(rc.URL, "*")
-	ctx := context.Background()
+	ctx := tenantContext()
 
 	// 300 old deliveries: a third succeeded, a third failed (each with an attempt), a third pending and
 	// due (retries or expired claims the sweep will take) — all last changed two days ago.
@@ -287,10 +286,10 @@ func Test_retention_zero_keeps_everything_and_recent_rows_stay(t *testing.T) {
 	rc := newReceiver(t, nil)
 	h.subscribe(rc.URL, "*")
 	h.failedDeliveries(3)
-	require.NoError(t, h.svc.Prune(context.Background()), "retention 0: nothing to do")
+	require.NoError(t, h.svc.Prune(tenantContext()), "retention 0: nothing to do")
 	assert.EqualValues(t, 3, hosttest.Count(t, h.db, `SELECT count(*) FROM webhook_deliveries`))
 
-	p, err := h.svc.PruneBefore(context.Background(), time.Now().Add(-time.Hour), 10)
+	p, err := h.svc.PruneBefore(tenantContext(), time.Now().Add(-time.Hour), 10)
 	require.NoError(t, err)
 	assert.Equal(t, Pruned{}, p, "finished an hour ago or less: kept")
 }

@@ -130,8 +130,12 @@ func (c *rateCache) of(ctx context.Context, st store, sub uuid.UUID, now time.Ti
 
 // rateLimit reads a subscription's limit; 0 when none (or the subscription is gone).
 func (s store) rateLimit(ctx context.Context, sub uuid.UUID) (float64, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return 0, err
+	}
 	var rate sql.NullFloat64
-	err := s.conn(ctx).Raw(`SELECT rate_limit FROM webhook_subscriptions WHERE id = ?`, sub).Row().Scan(&rate)
+	err = s.conn(ctx).Raw(`SELECT rate_limit FROM webhook_subscriptions WHERE tenant_id = ? AND id = ?`, tenant, sub).Row().Scan(&rate)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -161,9 +165,13 @@ func (s store) reserveRateSlot(ctx context.Context, sub uuid.UUID, rate float64)
 // putBack clears an untaken claim and makes the delivery due at due, with its reserved slot if any.
 // No attempt is counted. ok is false when the claim is no longer current or already taken.
 func (s store) putBack(ctx context.Context, id, claim uuid.UUID, due time.Time, slot *time.Time) (bool, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return false, err
+	}
 	res := s.conn(ctx).Exec(`UPDATE webhook_deliveries SET claim_id = NULL, claimed_by = '', next_attempt_at = ?, rate_slot_at = ?
-		WHERE id = ? AND status = ? AND claim_id = ? AND sent_claim_id IS DISTINCT FROM claim_id`,
-		due, slot, id, StatusPending, claim)
+		WHERE tenant_id = ? AND id = ? AND status = ? AND claim_id = ? AND sent_claim_id IS DISTINCT FROM claim_id`,
+		due, slot, tenant, id, StatusPending, claim)
 	return res.RowsAffected == 1, res.Error
 }
 
@@ -181,12 +189,16 @@ func (s store) subscriptionOf(ctx context.Context, delivery uuid.UUID) (uuid.UUI
 // cleared, the attempt uncounted and its row removed, and the delivery is due now to reserve anew.
 // If a redelivery changed the row meanwhile, only the unsent attempt's row goes.
 func (s store) untake(ctx context.Context, t taken, now time.Time) error {
-	err := s.conn(ctx).Exec(`WITH released AS (
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return err
+	}
+	err = s.conn(ctx).Exec(`WITH released AS (
 		UPDATE webhook_deliveries SET claim_id = NULL, claimed_by = '', attempt_count = attempt_count - 1,
 			next_attempt_at = ?, rate_slot_at = NULL
-		WHERE id = ? AND xmin = ?
+		WHERE tenant_id = ? AND id = ? AND xmin = ?
 		RETURNING id)
-	DELETE FROM webhook_attempts WHERE id = ?`, now, t.delivery.ID, uint32(t.delivery.Version), t.attempt.ID).Error
+	DELETE FROM webhook_attempts WHERE tenant_id = ? AND id = ?`, now, tenant, t.delivery.ID, uint32(t.delivery.Version), tenant, t.attempt.ID).Error
 	if err != nil {
 		return fmt.Errorf("give back the claim of delivery %s: %w", t.delivery.ID, err)
 	}

@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"context"
 	"net/http"
 	"sort"
 	"sync"
@@ -54,7 +53,7 @@ func Test_a_rate_limit_of_10_per_second_holds_across_two_replicas_and_all_300_ev
 	require.Equal(t, http.StatusCreated, r.status, string(r.body))
 	require.Equal(t, float64(rate), r.json(t)["rate_limit"])
 
-	ctx := context.Background()
+	ctx := tenantContext()
 	start := time.Now()
 	for i := range events {
 		h := a
@@ -105,7 +104,7 @@ func Test_stalled_endpoints_on_two_replicas_leave_sending_capacity_to_a_healthy_
 	}
 	healthy := newReceiver(t, nil)
 	a.subscribe(healthy.URL, "healthy.*")
-	ctx := context.Background()
+	ctx := tenantContext()
 	// The healthy endpoint has answered before: both replicas know it as fast.
 	for i := range 4 {
 		h := a

@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +16,7 @@ func BenchmarkPipeline(b *testing.B) {
 	for range fanout {
 		h.subscribe(rc.URL, "*")
 	}
-	ctx := context.Background()
+	ctx := tenantContext()
 	b.ResetTimer()
 	var next atomic.Int64
 	var wg sync.WaitGroup

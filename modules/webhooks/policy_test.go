@@ -2,7 +2,6 @@ package webhooks
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -150,7 +149,7 @@ func Test_the_attempt_log_keeps_headers_a_UTF8_safe_excerpt_and_the_replica_logs
 	}
 
 	// A paused subscription's delivery shows who claimed it and counts in the due backlog.
-	_, err := h.svc.PauseSubscription(context.Background(), d.SubscriptionID, concurrency.Precondition{})
+	_, err := h.svc.PauseSubscription(tenantContext(), d.SubscriptionID, concurrency.Precondition{})
 	require.NoError(t, err)
 	waiting := h.publish("log.check", map[string]any{})
 	w, _ := deliveryOf(t, h, waiting)

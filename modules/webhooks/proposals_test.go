@@ -21,7 +21,7 @@ func (h *harness) accepted(actionType string, params any, times int) uuid.UUID {
 	raw, err := json.Marshal(params)
 	require.NoError(h.t, err)
 	id := uuid.New()
-	ctx := context.Background()
+	ctx := tenantContext()
 	e, err := messaging.NewEvent(ctx, "proposals", pcontract.EventProposalAccepted, pcontract.ProposalAccepted{
 		ProposalID: id, ConversationID: uuid.New(), Action: pcontract.Action{Type: actionType, Params: raw}, DecidedAt: time.Now().UTC(),
 	})
@@ -52,7 +52,7 @@ func Test_an_accepted_subscription_proposal_creates_one_subscription_and_reports
 	require.False(t, results[bad].Applied)
 	require.Contains(t, results[bad].Error, "url")
 
-	subs, err := h.svc.Subscriptions(context.Background(), uuid.Nil, 10)
+	subs, err := h.svc.Subscriptions(tenantContext(), uuid.Nil, 10)
 	require.NoError(t, err)
 	require.Len(t, subs, 1, "a redelivered proposal.accepted creates nothing twice; a refused one creates nothing")
 	require.Equal(t, "https://hooks.example.com/in", subs[0].URL)

@@ -13,6 +13,7 @@ import (
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // recoverJob is the job kind that re-queues a subscription's failed deliveries in batches.
@@ -38,7 +39,8 @@ const (
 
 // Operation is a background operation started over the API: a bulk recovery.
 type Operation struct {
-	ID             uuid.UUID       `gorm:"column:id;primaryKey"`
+	ID uuid.UUID `gorm:"column:id;primaryKey"`
+	tenancy.Owned
 	Kind           string          `gorm:"column:kind"`
 	SubscriptionID uuid.UUID       `gorm:"column:subscription_id"`
 	Since          time.Time       `gorm:"column:since"`
@@ -203,16 +205,24 @@ func (s *Service) recoverNextBatch(ctx context.Context, opID uuid.UUID, size int
 		}
 		last := batch[len(batch)-1].ID
 		requeued = len(batch)
+		tenant, err := tenantOf(ctx)
+		if err != nil {
+			return err
+		}
 		return s.db.Conn(ctx).Exec(`UPDATE webhook_operations SET cursor = ?, requeued = requeued + ?, updated_at = ?
-			WHERE id = ?`, last, requeued, now, opID).Error
+			WHERE tenant_id = ? AND id = ?`, last, requeued, now, tenant, opID).Error
 	})
 	return requeued, err
 }
 
 func (s *Service) finishOperation(ctx context.Context, id uuid.UUID, status OperationStatus, message string) error {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return err
+	}
 	now := s.now()
 	return s.db.Conn(ctx).Exec(`UPDATE webhook_operations SET status = ?, error = ?, updated_at = ?, finished_at = ?
-		WHERE id = ?`, status, message, now, now, id).Error
+		WHERE tenant_id = ? AND id = ?`, status, message, now, now, tenant, id).Error
 }
 
 // recoverable are the operation's failed deliveries after its cursor, in id order.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // retentionSchedule prunes old events, finished deliveries and their attempts, on one replica at a time.
@@ -58,6 +60,7 @@ func (s *Service) Prune(ctx context.Context) error {
 
 // PruneBefore deletes finished deliveries, their attempts and delivery-less events from before cutoff.
 func (s *Service) PruneBefore(ctx context.Context, cutoff time.Time, batch int) (Pruned, error) {
+	ctx = tenancy.System(ctx, "webhooks retention") // every tenant's old rows go
 	var p Pruned
 	for {
 		var deleted struct{ Deliveries, Attempts int64 }
@@ -79,9 +82,9 @@ func (s *Service) PruneBefore(ctx context.Context, cutoff time.Time, batch int) 
 		}
 	}
 	for {
-		res := s.db.Conn(ctx).Exec(`DELETE FROM webhook_events WHERE id IN (
-				SELECT e.id FROM webhook_events e
-				WHERE e.created_at < ? AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)
+		res := s.db.Conn(ctx).Exec(`DELETE FROM webhook_events WHERE (tenant_id, id) IN (
+				SELECT e.tenant_id, e.id FROM webhook_events e
+				WHERE e.created_at < ? AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.tenant_id = e.tenant_id AND d.event_id = e.id)
 				ORDER BY e.created_at LIMIT ? FOR UPDATE SKIP LOCKED)`, cutoff, batch)
 		if res.Error != nil {
 			return p, fmt.Errorf("prune events: %w", res.Error)

@@ -63,19 +63,28 @@ func (s *Service) SubscriptionStats(ctx context.Context, id uuid.UUID) (Subscrip
 // attemptStats counts the attempts started since from; durations are those of finished attempts.
 func (s store) attemptStats(ctx context.Context, subID uuid.UUID, from time.Time) (WindowStats, error) {
 	var ws WindowStats
-	err := s.conn(ctx).Raw(`SELECT count(*),
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return ws, err
+	}
+	err = s.conn(ctx).Raw(`SELECT count(*),
 			count(*) FILTER (WHERE result = 'succeeded'),
 			count(*) FILTER (WHERE result = 'failed'),
 			percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) FILTER (WHERE result IN ('succeeded', 'failed', 'superseded')),
 			percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) FILTER (WHERE result IN ('succeeded', 'failed', 'superseded'))
-		FROM webhook_attempts WHERE subscription_id = ? AND started_at >= ?`, subID, from).Row().
+		FROM webhook_attempts WHERE tenant_id = ? AND subscription_id = ? AND started_at >= ?`, tenant, subID, from).Row().
 		Scan(&ws.Attempts, &ws.Succeeded, &ws.Failed, &ws.P50MS, &ws.P95MS)
 	return ws, err
 }
 
 func (s store) backlogOf(ctx context.Context, subID uuid.UUID, now time.Time, out *SubscriptionStats) error {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return err
+	}
 	return s.conn(ctx).Raw(`SELECT count(*) FILTER (WHERE next_attempt_at <= ?), count(*),
-			(SELECT count(*) FROM webhook_attempts WHERE subscription_id = ? AND result = 'in_flight')
-		FROM webhook_deliveries WHERE subscription_id = ? AND status = ?`, now, subID, subID, StatusPending).Row().
+			(SELECT count(*) FROM webhook_attempts WHERE tenant_id = ? AND subscription_id = ? AND result = 'in_flight')
+		FROM webhook_deliveries WHERE tenant_id = ? AND subscription_id = ? AND status = ?`,
+		now, tenant, subID, tenant, subID, StatusPending).Row().
 		Scan(&out.DueBacklog, &out.Pending, &out.InFlight)
 }

@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -46,7 +45,7 @@ func Test_a_pause_racing_sweeps_and_consumers_on_two_replicas_stops_every_send_a
 		w.WriteHeader(http.StatusNoContent)
 	})
 	subID, _ := a.subscribe(rc.URL, "*")
-	ctx := context.Background()
+	ctx := tenantContext()
 
 	const events = 120
 	var published sync.WaitGroup
@@ -118,7 +117,7 @@ func Test_auto_disable_racing_redeliveries_disables_once_then_waits_and_resume_s
 		w.WriteHeader(http.StatusBadGateway)
 	})
 	subID, _ := a.subscribe(rc.URL, "*")
-	ctx := context.Background()
+	ctx := tenantContext()
 	const events = 6
 	for range events {
 		a.publish("disable.race", map[string]any{})

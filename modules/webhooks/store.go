@@ -13,12 +13,23 @@ import (
 
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // store is the module's data access; every call runs in the unit of work carried by ctx, if any.
 type store struct{ db *database.DB }
 
 func (s store) conn(ctx context.Context) *gorm.DB { return s.db.Conn(ctx) }
+
+// tenantOf is the tenant ctx acts for, which raw statements name themselves: the tenancy plugin
+// scopes model-bound statements only. Raw statements that span tenants run in a system context
+// and do not call it (the sweep, retention).
+func tenantOf(ctx context.Context) (uuid.UUID, error) {
+	if t, ok := tenancy.From(ctx); ok {
+		return t, nil
+	}
+	return uuid.Nil, tenancy.ErrNoTenant
+}
 
 func notFound(err error, entity string, id any) error {
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -82,24 +93,29 @@ type taken struct {
 // the row lock lets one through; the other re-checks the committed row, matches nothing and gets
 // ok = false, as does a stale claim. The returned version is what the outcome's xmin check compares against.
 func (s store) takeClaim(ctx context.Context, r takeRequest) (t taken, ok bool, err error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return taken{}, false, err
+	}
 	d, sub, ev := &Delivery{}, &Subscription{}, &eventRecord{}
 	err = s.conn(ctx).Raw(`WITH sub AS (
 		SELECT s.id, s.url, s.secret, s.previous_secrets, s.headers
 		FROM webhook_subscriptions s JOIN webhook_deliveries d0 ON d0.subscription_id = s.id
-		WHERE d0.id = @id AND s.status = 'active' AND s.deleted_at IS NULL
+		WHERE d0.id = @id AND d0.tenant_id = @tenant AND s.status = 'active' AND s.deleted_at IS NULL
+			AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = @tenant AND t.disabled_at IS NOT NULL)
 		FOR KEY SHARE OF s),
 	taken AS (
 		UPDATE webhook_deliveries d SET sent_claim_id = claim_id, next_attempt_at = @lease,
 			attempt_count = attempt_count + 1, claimed_by = @instance, rate_slot_at = NULL
 		FROM sub
-		WHERE d.id = @id AND d.subscription_id = sub.id AND d.status = @pending AND d.claim_id = @claim
+		WHERE d.id = @id AND d.tenant_id = @tenant AND d.subscription_id = sub.id AND d.status = @pending AND d.claim_id = @claim
 			AND d.sent_claim_id IS DISTINCT FROM d.claim_id
 		RETURNING d.id, d.subscription_id, d.event_id, d.event_type, d.status, d.attempt_count, d.round_failures,
 			d.next_trigger, d.next_attempt_at, d.claim_id, d.sent_claim_id, d.claimed_by, d.last_status_code,
 			d.last_error, d.created_at, d.updated_at, d.xmin),
 	opened AS (
-		INSERT INTO webhook_attempts (id, delivery_id, subscription_id, number, trigger, started_at, duration_ms, result, instance)
-		SELECT @attempt, id, subscription_id, attempt_count, next_trigger, @now, 0, 'in_flight', @instance FROM taken),
+		INSERT INTO webhook_attempts (id, tenant_id, delivery_id, subscription_id, number, trigger, started_at, duration_ms, result, instance)
+		SELECT @attempt, @tenant, id, subscription_id, attempt_count, next_trigger, @now, 0, 'in_flight', @instance FROM taken),
 	abandoned AS (
 		UPDATE webhook_attempts SET result = 'unknown', error_class = 'unknown',
 			error = 'the replica sending it stopped before recording the outcome'
@@ -111,8 +127,8 @@ func (s store) takeClaim(ctx context.Context, r takeRequest) (t taken, ok bool, 
 		e.type, e.data, e.created_at
 	FROM taken d
 	JOIN sub s ON s.id = d.subscription_id
-	JOIN webhook_events e ON e.id = d.event_id`,
-		sql.Named("id", r.DeliveryID), sql.Named("lease", r.LeaseUntil), sql.Named("instance", r.Instance),
+	JOIN webhook_events e ON e.tenant_id = @tenant AND e.id = d.event_id`,
+		sql.Named("tenant", tenant), sql.Named("id", r.DeliveryID), sql.Named("lease", r.LeaseUntil), sql.Named("instance", r.Instance),
 		sql.Named("pending", StatusPending), sql.Named("claim", r.Claim), sql.Named("attempt", r.AttemptID),
 		sql.Named("now", r.Now), sql.Named("abandoned", r.AbandonedBefore)).Row().Scan(
 		&d.ID, &d.SubscriptionID, &d.EventID, &d.EventType, &d.Status, &d.AttemptCount,
@@ -127,7 +143,8 @@ func (s store) takeClaim(ctx context.Context, r takeRequest) (t taken, ok bool, 
 		return taken{}, false, fmt.Errorf("take claim %s of delivery %s: %w", r.Claim, r.DeliveryID, err)
 	}
 	sub.ID, sub.Status, ev.ID = d.SubscriptionID, StatusActive, d.EventID
-	a := &Attempt{ID: r.AttemptID, DeliveryID: d.ID, SubscriptionID: d.SubscriptionID, Number: d.AttemptCount,
+	d.TenantID, sub.TenantID, ev.TenantID = tenant, tenant, tenant
+	a := &Attempt{ID: r.AttemptID, Owned: tenancy.Owned{TenantID: tenant}, DeliveryID: d.ID, SubscriptionID: d.SubscriptionID, Number: d.AttemptCount,
 		Trigger: d.NextTrigger, StartedAt: r.Now, Result: ResultInFlight, Instance: r.Instance}
 	return taken{delivery: d, sub: sub, event: ev, attempt: a}, true, nil
 }
@@ -197,7 +214,8 @@ func (s store) saveDelivery(ctx context.Context, d *Delivery) error {
 // dueDeliveries are pending rows of active subscriptions whose next attempt (or expired lease) is
 // due, taken round-robin across subscriptions: each one's oldest due first, then each one's second,
 // and so on, at most perSubscription of each, so one endpoint's backlog cannot fill the batch while
-// another's retries wait. Paused and disabled subscriptions are skipped.
+// another's retries wait. Paused and disabled subscriptions, and disabled tenants, are skipped: their
+// deliveries wait, pending, with no attempt spent.
 func (s store) dueDeliveries(ctx context.Context, now time.Time, limit, perSubscription int) ([]*Delivery, error) {
 	var ds []*Delivery
 	err := s.conn(ctx).Raw(`SELECT d.* FROM webhook_subscriptions s
@@ -207,12 +225,13 @@ func (s store) dueDeliveries(ctx context.Context, now time.Time, limit, perSubsc
 				WHERE d.subscription_id = s.id AND d.status = ? AND d.next_attempt_at <= ?
 				ORDER BY d.next_attempt_at LIMIT ?) x) d
 		WHERE s.status = ? AND s.deleted_at IS NULL
+			AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = s.tenant_id AND t.disabled_at IS NOT NULL)
 		ORDER BY d.turn, d.next_attempt_at
 		LIMIT ?`, StatusPending, now, perSubscription, StatusActive, limit).Scan(&ds).Error
 	return ds, err
 }
 
-// countDue counts the due pending deliveries of active subscriptions.
+// countDue counts the due pending deliveries of active subscriptions (of every tenant: the backlog gauge).
 func (s store) countDue(ctx context.Context, now time.Time) (int, error) {
 	var n int64
 	err := s.conn(ctx).Raw(`SELECT count(*) FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
@@ -239,6 +258,10 @@ func (s store) recordOutcome(ctx context.Context, d *Delivery, a *Attempt, now t
 			failing_since = coalesce(h.failing_since, @started)
 		RETURNING failing_since, consecutive_failures`
 	}
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return false, h, err
+	}
 	headers, err := a.ResponseHeaders.Value()
 	if err != nil {
 		return false, h, err
@@ -248,18 +271,18 @@ func (s store) recordOutcome(ctx context.Context, d *Delivery, a *Attempt, now t
 		UPDATE webhook_deliveries SET status = @status, attempt_count = @attempts, round_failures = @round, next_trigger = @trigger,
 			next_attempt_at = @next, claim_id = @claim, claimed_by = @claimed_by, last_status_code = @last_code,
 			last_error = @last_error, updated_at = @now
-		WHERE id = @id AND xmin = @version
+		WHERE id = @id AND tenant_id = @tenant AND xmin = @version
 		RETURNING id),
 	health AS (`+health+`)
 	UPDATE webhook_attempts SET result = CASE WHEN EXISTS (SELECT 1 FROM updated) THEN @result ELSE 'superseded' END,
 		started_at = @started, duration_ms = @duration, status_code = @code, error_class = @class, error = @error,
 		response_excerpt = @excerpt, response_headers = @headers
-	WHERE id = @attempt
+	WHERE id = @attempt AND tenant_id = @tenant
 	RETURNING result, (SELECT failing_since FROM health), coalesce((SELECT consecutive_failures FROM health), 0)`,
 		sql.Named("status", d.Status), sql.Named("attempts", d.AttemptCount), sql.Named("round", d.RoundFailures),
 		sql.Named("trigger", d.NextTrigger), sql.Named("next", d.NextAttemptAt), sql.Named("claim", d.ClaimID),
 		sql.Named("claimed_by", d.ClaimedBy), sql.Named("last_code", d.LastStatusCode), sql.Named("last_error", d.LastError),
-		sql.Named("now", now), sql.Named("id", d.ID), sql.Named("version", uint32(d.Version)), sql.Named("sub", d.SubscriptionID),
+		sql.Named("now", now), sql.Named("tenant", tenant), sql.Named("id", d.ID), sql.Named("version", uint32(d.Version)), sql.Named("sub", d.SubscriptionID),
 		sql.Named("result", a.Result), sql.Named("started", a.StartedAt), sql.Named("duration", a.DurationMS),
 		sql.Named("code", a.StatusCode), sql.Named("class", a.ErrorClass), sql.Named("error", a.Error),
 		sql.Named("excerpt", a.ResponseExcerpt), sql.Named("headers", headers), sql.Named("attempt", a.ID)).Row()
@@ -315,16 +338,25 @@ func (s store) resetHealth(ctx context.Context, id uuid.UUID) error {
 // releaseWaiting makes due now the pending deliveries of a subscription whose claims were issued but
 // not taken (their requests arrived while it was not active and sent nothing); retries keep their time.
 func (s store) releaseWaiting(ctx context.Context, subID uuid.UUID, now time.Time) error {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return err
+	}
 	return s.conn(ctx).Exec(`UPDATE webhook_deliveries SET next_attempt_at = ?
-		WHERE subscription_id = ? AND status = ? AND claim_id IS NOT NULL AND sent_claim_id IS DISTINCT FROM claim_id
-			AND next_attempt_at > ?`, now, subID, StatusPending, now).Error
+		WHERE tenant_id = ? AND subscription_id = ? AND status = ? AND claim_id IS NOT NULL AND sent_claim_id IS DISTINCT FROM claim_id
+			AND next_attempt_at > ?`, now, tenant, subID, StatusPending, now).Error
 }
 
 // cancelPending fails every pending delivery of a subscription (on delete) and returns how many.
 // A send in flight then finds its outcome superseded.
 func (s store) cancelPending(ctx context.Context, subID uuid.UUID, now time.Time, reason string) (int, error) {
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return 0, err
+	}
 	res := s.conn(ctx).Exec(`UPDATE webhook_deliveries SET status = ?, claim_id = NULL, claimed_by = '', next_attempt_at = NULL,
-		last_error = ?, updated_at = ? WHERE subscription_id = ? AND status = ?`, StatusFailed, reason, now, subID, StatusPending)
+		last_error = ?, updated_at = ? WHERE tenant_id = ? AND subscription_id = ? AND status = ?`,
+		StatusFailed, reason, now, tenant, subID, StatusPending)
 	return int(res.RowsAffected), res.Error
 }
 

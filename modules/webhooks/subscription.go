@@ -18,6 +18,7 @@ import (
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 const (
@@ -28,7 +29,8 @@ const (
 // Subscription is a receiver URL, the event types it wants, and the secret its requests are signed with.
 // It is persisted as is: the xmin row version travels with the loaded entity to the conditional UPDATE.
 type Subscription struct {
-	ID             uuid.UUID          `gorm:"column:id;primaryKey"`
+	ID uuid.UUID `gorm:"column:id;primaryKey"`
+	tenancy.Owned
 	URL            string             `gorm:"column:url"`
 	EventTypes     patternSet         `gorm:"column:event_types"`
 	Description    string             `gorm:"column:description"`

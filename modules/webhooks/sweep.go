@@ -7,6 +7,7 @@ import (
 
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // sweepShare is how many due deliveries of one subscription a sweep claims at most: a tenth of the
@@ -18,6 +19,7 @@ func sweepShare(batch int) int { return max(1, batch/10) }
 // changed one of the rows meanwhile, the whole batch rolls back — claims and outbox rows — and the
 // next sweep takes the rest: no retry loop.
 func (s *Service) Sweep(ctx context.Context) error {
+	ctx = tenancy.System(ctx, "webhooks sweep") // every tenant's due deliveries; each request carries its own
 	now := s.now()
 	if due, err := s.store.countDue(ctx, now); err == nil {
 		s.metrics.backlog.Set(float64(due))

@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"context"
 	"net/http"
 	"sync"
 	"testing"
@@ -53,7 +52,7 @@ func handleCopies(t *testing.T, replicas []*harness, e messaging.Event, copies i
 			defer done.Done()
 			ready.Done()
 			<-start
-			errs[i] = replicas[i%len(replicas)].svc.handleDeliveryRequested(context.Background(), e)
+			errs[i] = replicas[i%len(replicas)].svc.handleDeliveryRequested(tenantContext(), e)
 		}()
 	}
 	ready.Wait()
@@ -74,7 +73,7 @@ func staleTotal(t *testing.T, replicas []*harness) float64 {
 
 func requestEvent(t *testing.T, p contract.DeliveryRequestedPayload) messaging.Event {
 	t.Helper()
-	e, err := messaging.NewEvent(context.Background(), contract.Source, contract.DeliveryRequested, p)
+	e, err := messaging.NewEvent(tenantContext(), contract.Source, contract.DeliveryRequested, p)
 	require.NoError(t, err)
 	return e
 }
@@ -90,7 +89,7 @@ func Test_copies_of_one_request_handled_at_once_on_two_replicas_send_once_per_cl
 		w.WriteHeader(http.StatusNoContent)
 	})
 	a.subscribe(rc.URL, "*")
-	ctx := context.Background()
+	ctx := tenantContext()
 
 	receipts := func(webhookID string) int {
 		n := 0
@@ -107,7 +106,7 @@ func Test_copies_of_one_request_handled_at_once_on_two_replicas_send_once_per_cl
 		require.NoError(t, err)
 		require.Equal(t, 1, res.Deliveries)
 		var born Delivery
-		require.NoError(t, a.db.Gorm().Where("event_id = ?", res.ID).Take(&born).Error)
+		require.NoError(t, a.db.Conn(tenantContext()).Where("event_id = ?", res.ID).Take(&born).Error)
 		fanout := a.deliveryRequestsOf(born.ID)
 		require.Len(t, fanout, 1, "round %d: the fan-out's request is in the outbox", round)
 		req := fanout[0]
@@ -157,7 +156,7 @@ func Test_copies_for_a_paused_subscription_send_nothing_and_each_delivery_is_sen
 	replicas := []*harness{a, b}
 	rc := newReceiver(t, nil)
 	subID, _ := a.subscribe(rc.URL, "*")
-	ctx := context.Background()
+	ctx := tenantContext()
 	const rounds = 10
 	for range rounds {
 		_, err := a.svc.PublishEvent(ctx, EventInput{Type: "copies.paused", Data: []byte(`{}`)})
@@ -215,7 +214,7 @@ func Test_a_claim_taken_by_a_consumer_that_died_is_claimed_again_after_the_lease
 		w.WriteHeader(http.StatusNoContent)
 	})
 	dead.subscribe(rc.URL, "*")
-	ctx := context.Background()
+	ctx := tenantContext()
 	published := time.Now()
 	res, err := dead.svc.PublishEvent(ctx, EventInput{Type: "taken.then.died", Data: []byte(`{}`)})
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // Client enqueues jobs. It implements module.JobEnqueuer.
@@ -34,8 +35,8 @@ type EnqueueRequest struct {
 	Options EnqueueOptions
 }
 
-const insertJobSQL = `INSERT INTO jobs (id, kind, payload, max_attempts, run_at, dedupe_key)
-VALUES ($1, $2, $3, $4, COALESCE($5::timestamptz, now()), $6)`
+const insertJobSQL = `INSERT INTO jobs (id, kind, payload, max_attempts, run_at, dedupe_key, tenant_id)
+VALUES ($1, $2, $3, $4, COALESCE($5::timestamptz, now()), $6, $7)`
 
 const findUnfinishedSQL = `SELECT id FROM jobs
 WHERE kind = $1 AND dedupe_key = $2 AND status IN ('pending', 'processing')`
@@ -48,7 +49,7 @@ const dedupeSavepoint = "keelson_jobs_enqueue"
 // pending or processing makes this a no-op that returns Duplicate and that job's id (uuid.Nil if it
 // finished meanwhile). Only SQLSTATE 23505 means duplicate; every other error is returned.
 func (c *Client) Enqueue(ctx context.Context, kind string, payload any, opts EnqueueOptions) (EnqueueResult, error) {
-	row, err := newJobRow(kind, payload, opts)
+	row, err := newJobRow(ctx, kind, payload, opts)
 	if err != nil {
 		return EnqueueResult{}, err
 	}
@@ -95,8 +96,8 @@ func (c *Client) enqueueDeduped(ctx context.Context, conn gorm.ConnPool, row job
 	return EnqueueResult{ID: existing, Duplicate: true}, nil
 }
 
-const insertManySQL = `INSERT INTO jobs (id, kind, payload, max_attempts, run_at)
-SELECT id, kind, payload, max_attempts, COALESCE(run_at, now())
+const insertManySQL = `INSERT INTO jobs (id, kind, payload, max_attempts, run_at, tenant_id)
+SELECT id, kind, payload, max_attempts, COALESCE(run_at, now()), $6::uuid
 FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::int[], $5::timestamptz[]) AS t(id, kind, payload, max_attempts, run_at)`
 
 // EnqueueMany inserts many jobs in one unit of work (the caller's, or its own): the ones without a
@@ -104,7 +105,7 @@ FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::int[], $5::timestamptz[]) A
 func (c *Client) EnqueueMany(ctx context.Context, reqs []EnqueueRequest) ([]EnqueueResult, error) {
 	rows := make([]jobRow, len(reqs))
 	for i, r := range reqs {
-		row, err := newJobRow(r.Kind, r.Payload, r.Options)
+		row, err := newJobRow(ctx, r.Kind, r.Payload, r.Options)
 		if err != nil {
 			return nil, fmt.Errorf("jobs: enqueue many: request %d: %w", i, err)
 		}
@@ -135,7 +136,7 @@ func (c *Client) EnqueueMany(ctx context.Context, reqs []EnqueueRequest) ([]Enqu
 		if len(ids) == 0 {
 			return nil
 		}
-		if _, err := conn.ExecContext(ctx, insertManySQL, ids, kinds, payloads, maxAttempts, runAts); err != nil {
+		if _, err := conn.ExecContext(ctx, insertManySQL, ids, kinds, payloads, maxAttempts, runAts, rows[0].tenant); err != nil {
 			return fmt.Errorf("jobs: enqueue many: %w", err)
 		}
 		return nil
@@ -175,9 +176,10 @@ type jobRow struct {
 	maxAttempts int
 	runAt       *time.Time
 	dedupeKey   *string
+	tenant      *uuid.UUID // the tenant ctx acts for; nil for a system job
 }
 
-func newJobRow(kind string, payload any, opts EnqueueOptions) (jobRow, error) {
+func newJobRow(ctx context.Context, kind string, payload any, opts EnqueueOptions) (jobRow, error) {
 	if kind == "" {
 		return jobRow{}, errors.New("jobs: enqueue: empty kind")
 	}
@@ -193,6 +195,9 @@ func newJobRow(kind string, payload any, opts EnqueueOptions) (jobRow, error) {
 		return jobRow{}, fmt.Errorf("jobs: enqueue %s: id: %w", kind, err)
 	}
 	row := jobRow{id: id, kind: kind, payload: raw, maxAttempts: opts.MaxAttempts}
+	if t, ok := tenancy.From(ctx); ok {
+		row.tenant = &t
+	}
 	if !opts.RunAt.IsZero() {
 		t := opts.RunAt.UTC()
 		row.runAt = &t
@@ -205,5 +210,5 @@ func newJobRow(kind string, payload any, opts EnqueueOptions) (jobRow, error) {
 }
 
 func (r jobRow) args() []any {
-	return []any{r.id, r.kind, r.payload, r.maxAttempts, r.runAt, r.dedupeKey}
+	return []any{r.id, r.kind, r.payload, r.maxAttempts, r.runAt, r.dedupeKey, r.tenant}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // Schedules are rows of job_schedules. A replica runs one only after a conditional UPDATE gave it
@@ -92,7 +94,8 @@ func (r *Runner) runScheduleOnce(workCtx context.Context, s Schedule, token int6
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); r.keepScheduleLease(runCtx, cancel, s, token) }()
 
-	runErr := callSchedule(runCtx, s.Run)
+	// A schedule is the deployment's work, not a customer's: it spans tenants (the sweep, pruning).
+	runErr := callSchedule(tenancy.System(runCtx, "schedule "+s.Name), s.Run)
 	cause := context.Cause(runCtx)
 	cancel(nil)
 	<-hbDone

@@ -76,7 +76,7 @@ WHERE j.id = ANY(ARRAY(SELECT id FROM candidates))
   AND CASE j.status WHEN 'pending' THEN j.run_at <= now() WHEN 'processing' THEN j.lease_expires_at < now() ELSE false END`
 
 const claimReturning = `
-RETURNING j.id, j.kind, j.payload, j.attempt, j.max_attempts,
+RETURNING j.id, j.kind, j.payload, j.attempt, j.max_attempts, j.tenant_id,
     j.id = ANY(ARRAY(SELECT id FROM expired)), (SELECT count(*) FROM candidates)`
 
 // claim takes up to n free jobs of the given kinds. lost counts candidates the re-check refused.
@@ -90,10 +90,12 @@ func (s *store) claim(ctx context.Context, kinds []string, n int) (jobs []claime
 	for rows.Next() {
 		var c claimed
 		var payload []byte
-		if err := rows.Scan(&c.ID, &c.Kind, &payload, &c.Attempt, &c.storedMaxAttempts, &c.reclaimed, &candidates); err != nil {
+		var tenant uuid.NullUUID
+		if err := rows.Scan(&c.ID, &c.Kind, &payload, &c.Attempt, &c.storedMaxAttempts, &tenant, &c.reclaimed, &candidates); err != nil {
 			return nil, 0, fmt.Errorf("jobs: claim: scan: %w", err)
 		}
 		c.Payload = json.RawMessage(payload)
+		c.TenantID = tenant.UUID
 		jobs = append(jobs, c)
 	}
 	if err := rows.Err(); err != nil {

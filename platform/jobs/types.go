@@ -18,6 +18,9 @@ type Job struct {
 	Payload     json.RawMessage
 	Attempt     int
 	MaxAttempts int
+	// TenantID is the tenant the job was enqueued for (its handler's ctx acts for it); uuid.Nil for
+	// a system job, whose handler runs in a system context named after its kind.
+	TenantID uuid.UUID
 }
 
 // Decode unmarshals the payload into v.

@@ -7,6 +7,10 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // execute runs one claimed job and records its outcome, only while the claim is still ours.
@@ -33,7 +37,7 @@ func (r *Runner) execute(ctx context.Context, d dispatched, completions chan<- f
 
 	runCtx, cancel := context.WithTimeout(d.ctx, kind.Options.Timeout)
 	start := time.Now()
-	err := call(runCtx, kind.Handle, c.Job)
+	err := call(jobContext(runCtx, c.Job), kind.Handle, c.Job)
 	cancel()
 	r.metrics.duration.WithLabelValues(c.Kind).Observe(time.Since(start).Seconds())
 
@@ -52,6 +56,14 @@ func (r *Runner) execute(ctx context.Context, d dispatched, completions chan<- f
 	}
 	r.metrics.failures.WithLabelValues(c.Kind).Inc()
 	r.recordFailure(f, kind, c.Job, err, c.Attempt >= c.MaxAttempts)
+}
+
+// jobContext acts for the job's tenant, or names the system context of a job enqueued without one.
+func jobContext(ctx context.Context, job Job) context.Context {
+	if job.TenantID != uuid.Nil {
+		return tenancy.With(ctx, job.TenantID)
+	}
+	return tenancy.System(ctx, "job "+job.Kind)
 }
 
 // call runs the handler; a panic is a failed attempt.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/keelson/keelson/platform/database/dbtest"
 	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // barrier releases its waiters once n of them wait at the same time; a waiter gives up after timeout.
@@ -311,7 +312,7 @@ func TestCopiesOfOneEventAreHandledOneAfterTheOther(t *testing.T) {
 	ctx := context.Background()
 	var ids []string
 	for i := range 3 {
-		e, err := messaging.NewEvent(ctx, "test", "test.copy", map[string]int{"i": i})
+		e, err := messaging.NewEvent(tenancy.With(ctx, tenancy.DefaultID), "test", "test.copy", map[string]int{"i": i})
 		if err != nil {
 			t.Fatal(err)
 		}

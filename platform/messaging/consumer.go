@@ -16,6 +16,7 @@ import (
 
 	"github.com/keelson/keelson/platform/correlation"
 	"github.com/keelson/keelson/platform/telemetry"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // Headers added to a message moved to a dead-letter queue.
@@ -70,6 +71,7 @@ func handlerFor(s Subscription, sub *queueSubscriber, tracer trace.Tracer) messa
 		}
 		ctx, cancel := context.WithCancel(sub.hard)
 		defer cancel()
+		ctx = tenancy.With(ctx, e.TenantID) // the handler acts for the event's tenant
 		if e.CorrelationID != "" {
 			ctx = correlation.With(ctx, e.CorrelationID)
 		}

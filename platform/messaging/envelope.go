@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/platform/telemetry"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // Metadata keys of an event on the wire. They travel as AMQP headers; the event id is also the
@@ -19,6 +21,7 @@ const (
 	HeaderEventSource   = "event_source"
 	HeaderOccurredAt    = "occurred_at"
 	HeaderCorrelationID = "correlation_id"
+	HeaderTenantID      = "tenant_id"
 )
 
 // errUndecodable marks a message that can never be turned into an Event: retrying cannot help.
@@ -30,6 +33,9 @@ func EventMessage(ctx context.Context, e Event) (*message.Message, error) {
 	if e.ID == "" || e.Type == "" || e.Source == "" || e.OccurredAt.IsZero() {
 		return nil, fmt.Errorf("event %q of type %q: id, type, source and occurred_at are required", e.ID, e.Type)
 	}
+	if e.TenantID == uuid.Nil {
+		return nil, fmt.Errorf("event %s %s: %w: set its TenantID", e.Type, e.ID, tenancy.ErrNoTenant)
+	}
 	if len(e.Payload) == 0 {
 		return nil, fmt.Errorf("event %s %s: empty payload", e.Type, e.ID)
 	}
@@ -38,6 +44,7 @@ func EventMessage(ctx context.Context, e Event) (*message.Message, error) {
 	msg.Metadata.Set(HeaderEventType, e.Type)
 	msg.Metadata.Set(HeaderEventSource, e.Source)
 	msg.Metadata.Set(HeaderOccurredAt, e.OccurredAt.UTC().Format(time.RFC3339Nano))
+	msg.Metadata.Set(HeaderTenantID, e.TenantID.String())
 	if e.CorrelationID != "" {
 		msg.Metadata.Set(HeaderCorrelationID, e.CorrelationID)
 	}
@@ -58,12 +65,20 @@ func eventFromMessage(msg *message.Message) (Event, error) {
 	if err != nil {
 		return Event{}, fmt.Errorf("%w %s: occurred_at: %w", errUndecodable, id, err)
 	}
+	// Messages relayed before events carried a tenant belong to the default tenant, as their rows do.
+	tenant := tenancy.DefaultID
+	if raw := msg.Metadata.Get(HeaderTenantID); raw != "" {
+		if tenant, err = uuid.Parse(raw); err != nil || tenant == uuid.Nil {
+			return Event{}, fmt.Errorf("%w %s: tenant_id %q", errUndecodable, id, raw)
+		}
+	}
 	e := Event{
 		ID:            id,
 		Type:          msg.Metadata.Get(HeaderEventType),
 		Source:        msg.Metadata.Get(HeaderEventSource),
 		OccurredAt:    occurredAt,
 		CorrelationID: msg.Metadata.Get(HeaderCorrelationID),
+		TenantID:      tenant,
 		Payload:       append([]byte(nil), msg.Payload...),
 	}
 	if e.ID == "" || e.Type == "" {

@@ -10,19 +10,23 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/platform/correlation"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // Event is the envelope of every integration event a module publishes.
 type Event struct {
-	ID            string          `json:"id"`
-	Type          string          `json:"type"`
-	Source        string          `json:"source"`
-	OccurredAt    time.Time       `json:"occurred_at"`
-	CorrelationID string          `json:"correlation_id,omitempty"`
-	Payload       json.RawMessage `json:"payload"`
+	ID            string    `json:"id"`
+	Type          string    `json:"type"`
+	Source        string    `json:"source"`
+	OccurredAt    time.Time `json:"occurred_at"`
+	CorrelationID string    `json:"correlation_id,omitempty"`
+	// TenantID is the tenant the event belongs to; its consumers run acting for it.
+	TenantID uuid.UUID       `json:"tenant_id"`
+	Payload  json.RawMessage `json:"payload"`
 }
 
-// NewEvent builds an event with a fresh UUID v7 and the correlation id carried by ctx.
+// NewEvent builds an event with a fresh UUID v7 and the correlation id and tenant carried by ctx.
+// Code in a system context sets TenantID itself: every event belongs to one tenant.
 func NewEvent(ctx context.Context, source, eventType string, payload any) (Event, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -32,12 +36,14 @@ func NewEvent(ctx context.Context, source, eventType string, payload any) (Event
 	if err != nil {
 		return Event{}, fmt.Errorf("event %s payload: %w", eventType, err)
 	}
+	tenant, _ := tenancy.From(ctx)
 	return Event{
 		ID:            id.String(),
 		Type:          eventType,
 		Source:        source,
 		OccurredAt:    time.Now().UTC().Truncate(time.Microsecond),
 		CorrelationID: correlation.ID(ctx),
+		TenantID:      tenant,
 		Payload:       raw,
 	}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/outbox"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 func amqpURL() string {
@@ -189,7 +190,7 @@ var errRollback = errors.New("rollback on purpose")
 func publishOne(t *testing.T, db *database.DB, pub *outbox.Publisher, eventType string, payload any, commit bool) messaging.Event {
 	t.Helper()
 	ctx := context.Background()
-	e, err := messaging.NewEvent(ctx, "test", eventType, payload)
+	e, err := messaging.NewEvent(tenancy.With(ctx, tenancy.DefaultID), "test", eventType, payload)
 	if err != nil {
 		t.Errorf("NewEvent: %v", err)
 		return e

@@ -11,6 +11,7 @@ import (
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/database/dbtest"
 	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 func createEffects(t *testing.T, db *database.DB) {
@@ -97,7 +98,7 @@ func TestDuplicateDeliveryHasOneEffect(t *testing.T) {
 	}
 	startBus(t, cfg, db, messaging.Subscription{Consumer: "effects", EventTypes: []string{"test.created"}, Handle: handle})
 
-	e, err := messaging.NewEvent(context.Background(), "test", "test.created", map[string]int{"n": 1})
+	e, err := messaging.NewEvent(tenancy.With(context.Background(), tenancy.DefaultID), "test", "test.created", map[string]int{"n": 1})
 	if err != nil {
 		t.Fatal(err)
 	}

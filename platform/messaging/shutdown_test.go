@@ -10,6 +10,7 @@ import (
 
 	"github.com/keelson/keelson/platform/database/dbtest"
 	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // On stop, an in-flight handler finishes and its message is acked; a handler that outlives the
@@ -116,7 +117,7 @@ func TestStopMidBatchLosesNothing(t *testing.T) {
 	for range 10 {
 		events := make([]messaging.Event, 0, 100)
 		for range 100 {
-			e, err := messaging.NewEvent(ctx, "test", "test.created", map[string]int{"n": len(ids)})
+			e, err := messaging.NewEvent(tenancy.With(ctx, tenancy.DefaultID), "test", "test.created", map[string]int{"n": len(ids)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/keelson/keelson/platform/database/dbtest"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/outbox"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 type row struct {
@@ -30,7 +31,7 @@ func rows(t *testing.T, db *database.DB) []row {
 
 func newEvent(t *testing.T, ctx context.Context) messaging.Event {
 	t.Helper()
-	e, err := messaging.NewEvent(ctx, "proposals", "proposal.accepted", map[string]string{"proposal_id": "p-1"})
+	e, err := messaging.NewEvent(tenancy.With(ctx, tenancy.DefaultID), "proposals", "proposal.accepted", map[string]string{"proposal_id": "p-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestPublishWritesEveryEventOfABatch(t *testing.T) {
 	ctx := context.Background()
 	var events []messaging.Event
 	for i, typ := range []string{"delivery.requested", "delivery.requested", "delivery.failed", "delivery.requested"} {
-		e, err := messaging.NewEvent(ctx, "webhooks", typ, map[string]int{"n": i})
+		e, err := messaging.NewEvent(tenancy.With(ctx, tenancy.DefaultID), "webhooks", typ, map[string]int{"n": i})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,7 @@ import (
 
 // Owned marks a model as tenant-scoped: embed it, and the plugin filters and stamps its tenant_id.
 type Owned struct {
-	TenantID uuid.UUID `gorm:"column:tenant_id;type:uuid;not null"`
+	TenantID uuid.UUID `gorm:"column:tenant_id;type:uuid;not null" json:"-"`
 }
 
 var ownedType = reflect.TypeOf(Owned{})

@@ -17,6 +17,7 @@ import (
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 const eventEchoed = "echo.created"
@@ -41,7 +42,7 @@ func (echo) Register(r *module.Registry) error {
 				return err
 			}
 			ctx := c.Request.Context()
-			e, err := messaging.NewEvent(ctx, "echo", eventEchoed, in)
+			e, err := messaging.NewEvent(tenancy.With(ctx, tenancy.DefaultID), "echo", eventEchoed, in)
 			if err != nil {
 				return err
 			}
@@ -107,7 +108,7 @@ func TestReplicasShareABroker(t *testing.T) {
 			}
 		}
 		// The same event published twice (a redelivery) is recorded once.
-		e, err := messaging.NewEvent(context.Background(), "test", eventEchoed, map[string]string{"text": "again"})
+		e, err := messaging.NewEvent(tenancy.With(context.Background(), tenancy.DefaultID), "test", eventEchoed, map[string]string{"text": "again"})
 		if err != nil {
 			t.Fatal(err)
 		}

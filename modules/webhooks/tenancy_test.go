@@ -1,0 +1,132 @@
+package webhooks
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/keelson/keelson/platform/host/hosttest"
+	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/tenancy"
+)
+
+// otherTenant creates a second tenant and returns a context acting for it.
+func (h *harness) otherTenant(name string) (uuid.UUID, context.Context) {
+	h.t.Helper()
+	id := uuid.New()
+	require.NoError(h.t, h.db.Gorm().Exec(`INSERT INTO tenants (id, name) VALUES (?, ?)`, id, name).Error)
+	return id, tenancy.With(context.Background(), id)
+}
+
+func (h *harness) setTenantDisabled(id uuid.UUID, disabled bool) {
+	h.t.Helper()
+	require.NoError(h.t, h.db.Gorm().Exec(`UPDATE tenants SET disabled_at = CASE WHEN ? THEN now() END WHERE id = ?`, disabled, id).Error)
+}
+
+func (h *harness) subscribeAs(ctx context.Context, url string, patterns ...string) Subscription {
+	h.t.Helper()
+	sub, _, err := h.svc.CreateSubscription(ctx, SubscriptionInput{URL: url, EventTypes: patterns})
+	require.NoError(h.t, err)
+	return sub
+}
+
+func Test_an_integration_event_of_one_tenant_never_reaches_a_subscription_of_another(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{bus: true})
+	rcA, rcB := newReceiver(t, nil), newReceiver(t, nil)
+	ctxA := tenantContext()
+	_, ctxB := h.otherTenant("b")
+	h.subscribeAs(ctxA, rcA.URL, "invoice.*")
+	h.subscribeAs(ctxB, rcB.URL, "invoice.*")
+
+	publish := func(ctx context.Context, n int) messaging.Event {
+		e, err := messaging.NewEvent(ctx, "invoices", "invoice.sent", map[string]any{"n": n})
+		require.NoError(t, err)
+		require.NoError(t, h.db.WithTx(ctx, func(ctx context.Context) error { return h.svc.events.Publish(ctx, e) }))
+		return e
+	}
+	ofA := publish(ctxA, 1)
+	hosttest.Eventually(t, 20*time.Second, func() bool { return rcA.count() == 1 }, "a's receiver got a's event")
+	ofB := publish(ctxB, 2)
+	hosttest.Eventually(t, 20*time.Second, func() bool { return rcB.count() == 1 }, "b's receiver got b's event")
+	hosttest.Eventually(t, 10*time.Second, func() bool { return hosttest.Count(t, h.db, "SELECT count(*) FROM outbox_messages") == 0 }, "outbox drained")
+
+	require.Equal(t, ofA.ID, rcA.received()[0].header.Get("webhook-id"))
+	require.Equal(t, ofB.ID, rcB.received()[0].header.Get("webhook-id"))
+	require.Equal(t, 1, rcA.count(), "a's receiver got nothing of b")
+	require.Equal(t, int64(1), hosttest.Count(t, h.db, "SELECT count(*) FROM webhook_deliveries WHERE event_id = $1", ofA.ID),
+		"a's event fanned out to a's subscription only")
+	require.Equal(t, int64(1), hosttest.Count(t, h.db, "SELECT count(*) FROM webhook_deliveries WHERE event_id = $1", ofB.ID))
+
+	// Each tenant sees its own deliveries only, and reading another's by id is not found.
+	listA, err := h.svc.Deliveries(ctxA, DeliveryFilter{}, uuid.Nil, 10)
+	require.NoError(t, err)
+	require.Len(t, listA, 1)
+	require.Equal(t, ofA.ID, listA[0].EventID)
+	_, _, err = h.svc.Delivery(ctxB, listA[0].ID)
+	require.Error(t, err, "b reading a's delivery")
+}
+
+func Test_client_event_ids_are_unique_per_tenant(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{})
+	_, ctxB := h.otherTenant("b")
+	in := EventInput{ID: "evt_same", Type: "order.created", Data: []byte(`{"n":1}`)}
+	first, err := h.svc.PublishEvent(tenantContext(), in)
+	require.NoError(t, err)
+	require.False(t, first.Duplicate)
+	other, err := h.svc.PublishEvent(ctxB, EventInput{ID: "evt_same", Type: "order.created", Data: []byte(`{"n":2}`)})
+	require.NoError(t, err, "another tenant's id is no conflict")
+	require.False(t, other.Duplicate)
+	again, err := h.svc.PublishEvent(ctxB, EventInput{ID: "evt_same", Type: "order.created", Data: []byte(`{"n":2}`)})
+	require.NoError(t, err)
+	require.True(t, again.Duplicate, "within one tenant the id is idempotent")
+	require.Equal(t, int64(2), hosttest.Count(t, h.db, "SELECT count(*) FROM webhook_events WHERE id = 'evt_same'"))
+}
+
+func Test_a_disabled_tenants_deliveries_wait_pending_without_an_attempt_until_it_is_enabled(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{})
+	rc := newReceiver(t, nil)
+	b, ctxB := h.otherTenant("b")
+	h.subscribeAs(ctxB, rc.URL, "order.*")
+	h.setTenantDisabled(b, true)
+
+	res, err := h.svc.PublishEvent(ctxB, EventInput{Type: "order.created", Data: []byte(`{"n":1}`)})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Deliveries)
+	var born Delivery
+	require.NoError(t, h.db.Conn(ctxB).Where("event_id = ?", res.ID).Take(&born).Error)
+	requests := h.deliveryRequestsOf(born.ID)
+	require.Len(t, requests, 1)
+
+	// The request arrives while the tenant is disabled: nothing is sent and no attempt is spent.
+	require.NoError(t, h.svc.handleDeliveryRequested(ctxB, requestEvent(t, requests[0])))
+	// The lease ends: the sweep leaves the delivery of a disabled tenant alone.
+	expire := func() {
+		require.NoError(t, h.db.Gorm().Exec(`UPDATE webhook_deliveries SET next_attempt_at = now() - interval '1 second' WHERE id = ?`, born.ID).Error)
+	}
+	expire()
+	require.NoError(t, h.svc.Sweep(context.Background()))
+	require.Len(t, h.deliveryRequestsOf(born.ID), 1, "the sweep claimed nothing of a disabled tenant")
+	d, attempts, err := h.svc.Delivery(ctxB, born.ID)
+	require.NoError(t, err)
+	require.Equal(t, StatusPending, d.Status)
+	require.Zero(t, d.AttemptCount)
+	require.Empty(t, attempts)
+	require.Zero(t, rc.count())
+
+	// Enabled again: the next sweep claims it and its request sends it.
+	h.setTenantDisabled(b, false)
+	require.NoError(t, h.svc.Sweep(context.Background()))
+	requests = h.deliveryRequestsOf(born.ID)
+	require.Len(t, requests, 2, "the sweep claimed the waiting delivery")
+	require.NoError(t, h.svc.handleDeliveryRequested(ctxB, requestEvent(t, requests[1])))
+	require.Equal(t, 1, rc.count())
+	d, attempts, err = h.svc.Delivery(ctxB, born.ID)
+	require.NoError(t, err)
+	require.Equal(t, StatusSucceeded, d.Status)
+	require.Len(t, attempts, 1)
+	require.Equal(t, http.StatusNoContent, *attempts[0].StatusCode)
+}

@@ -88,7 +88,7 @@ func (s *Service) resealSubscriptions(ctx context.Context, batch int) (int, erro
 	if !s.sealer.box.Enabled() {
 		return 0, nil
 	}
-	ctx = tenancy.System(ctx, "secrets reencrypt")
+	ctx = tenancy.System(ctx, "secrets reencrypt") // every tenant's subscriptions
 	prefix := s.sealer.box.CurrentPrefix()
 	rewritten := 0
 	err := s.db.WithTx(ctx, func(ctx context.Context) error {

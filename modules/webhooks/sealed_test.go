@@ -119,7 +119,7 @@ func Test_a_sealed_value_moved_to_another_subscription_does_not_open(t *testing.
 	rc := newReceiver(t, nil)
 	a, b := h.subscribeWithHeader(rc.URL+"/a"), h.subscribeWithHeader(rc.URL+"/b")
 	require.NoError(t, h.db.Gorm().Exec(`UPDATE webhook_subscriptions SET secret = (SELECT secret FROM webhook_subscriptions WHERE id = ?) WHERE id = ?`, a, b).Error)
-	sub, err := h.svc.store.subscription(context.Background(), uuid.MustParse(b))
+	sub, err := h.svc.store.subscription(tenantContext(), uuid.MustParse(b))
 	require.NoError(t, err)
 	_, err = sub.signingKeys(time.Now(), h.svc.sealer)
 	require.ErrorContains(t, err, "does not open here")

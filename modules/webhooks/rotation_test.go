@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"context"
 	"database/sql"
 	"net/http"
 	"strconv"
@@ -33,7 +32,7 @@ func Test_twenty_concurrent_rotations_on_two_replicas_leave_every_secret_handed_
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, secret, err := replica.svc.RotateSecret(context.Background(), id, "", concurrency.Precondition{})
+			_, secret, err := replica.svc.RotateSecret(tenantContext(), id, "", concurrency.Precondition{})
 			if err != nil {
 				t.Errorf("rotation %d: %v", i, err)
 				return
@@ -50,7 +49,7 @@ func Test_twenty_concurrent_rotations_on_two_replicas_leave_every_secret_handed_
 	}
 	require.Len(t, secrets, rotations+1)
 
-	sub, err := b.svc.store.subscription(context.Background(), id)
+	sub, err := b.svc.store.subscription(tenantContext(), id)
 	require.NoError(t, err)
 	require.Len(t, sub.PreviousSecrets, rotations)
 	requireSealedUnder(t, b.storedSecrets(idText), "k1")
@@ -103,7 +102,7 @@ func Test_a_deleted_subscription_keeps_no_secret_and_expired_previous_secrets_ar
 	}
 	first := expiry()
 	require.NotNil(t, first)
-	ctx := context.Background()
+	ctx := tenantContext()
 	n, err := h.svc.wipeExpiredSecretsBatch(ctx, first.Add(-time.Second), 10)
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing is due before the earliest expiry")

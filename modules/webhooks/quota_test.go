@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -33,7 +32,7 @@ func Test_twenty_concurrent_creates_on_two_replicas_never_exceed_the_subscriptio
 		go func() {
 			defer wg.Done()
 			<-start
-			_, _, err := replica.svc.CreateSubscription(context.Background(), SubscriptionInput{URL: "http://127.0.0.1:9/hook", EventTypes: []string{"*"}})
+			_, _, err := replica.svc.CreateSubscription(tenantContext(), SubscriptionInput{URL: "http://127.0.0.1:9/hook", EventTypes: []string{"*"}})
 			var conflict *apperr.StateConflictError
 			mu.Lock()
 			defer mu.Unlock()

@@ -50,7 +50,7 @@ var (
 	tenantB = uuid.MustParse("00000000-0000-0000-0000-00000000000b")
 )
 
-func open(t *testing.T) *database.DB {
+func open(t testing.TB) *database.DB {
 	t.Helper()
 	db := dbtest.New(t)
 	if _, err := db.SQL().ExecContext(context.Background(), schemaSQL); err != nil {
@@ -353,3 +353,7 @@ func TestSaveOfAnUnknownRowInsertsForTheTenantAndNeverOverwritesAnotherTenantsRo
 		t.Fatalf("b's tag after a's Save: %+v, %v", after, err)
 	}
 }
+
+func dbForBench(b *testing.B) *database.DB { return open(b) }
+
+func benchContext(b *testing.B) context.Context { return tenancy.With(context.Background(), tenantA) }

@@ -29,6 +29,10 @@ func (a *arrivals) busiestSecond() int {
 	a.mu.Lock()
 	ts := append([]time.Time(nil), a.times...)
 	a.mu.Unlock()
+	return busiestSecond(ts)
+}
+
+func busiestSecond(ts []time.Time) int {
 	sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
 	most, j := 0, 0
 	for i := range ts {
@@ -74,13 +78,18 @@ func Test_a_rate_limit_of_10_per_second_holds_across_two_replicas_and_all_300_ev
 	}
 	require.Len(t, ids, events, "every event arrived")
 	require.Equal(t, events, rc.count(), "once each")
+	var started []time.Time
+	require.NoError(t, a.db.Gorm().Raw("SELECT started_at FROM webhook_attempts").Scan(&started).Error)
+	require.LessOrEqual(t, busiestSecond(started), rate+1, "no one-second window of sends started by the two replicas above the limit (+1)")
 	busiest := seen.busiestSecond()
-	require.LessOrEqual(t, busiest, rate+1, "no one-second window above the limit (+1)")
+	// Arrival adds the machine's scheduling delay to each send; under the race detector on a loaded
+	// machine that delay reaches 100 ms and more, enough to put one more request in a window.
+	require.LessOrEqual(t, busiest, rate+1+receiverJitter, "no one-second window at the receiver above the limit (+1)")
 	require.Equal(t, int64(events), hosttest.Count(t, a.db, "SELECT count(*) FROM webhook_attempts"), "waiting spent no attempt")
 	require.Zero(t, hosttest.Count(t, a.db, "SELECT count(*) FROM webhook_deliveries WHERE attempt_count <> 1"))
 	putBack := hosttest.Metric(t, a.registry, "keelson_webhooks_put_back_total", "reason", "rate_limit") +
 		hosttest.Metric(t, b.registry, "keelson_webhooks_put_back_total", "reason", "rate_limit")
-	t.Logf("%d events in %s, busiest second %d requests, %.0f requests put back to wait for their slot", events, took, busiest, putBack)
+	t.Logf("%d events in %s, busiest second %d requests at the receiver, %d started, %.0f requests put back to wait for their slot", events, took, busiest, busiestSecond(started), putBack)
 	require.GreaterOrEqual(t, took, time.Duration(events/rate-2)*time.Second)
 }
 

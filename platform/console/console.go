@@ -181,10 +181,7 @@ func (c *Console) requireSession(g *gin.Context) {
 		p, err := c.auth.Authenticate(g.Request.Context(), s.Token)
 		switch {
 		case errors.Is(err, auth.ErrUnauthenticated):
-			// Revoked or expired since sign-in: the session is worth nothing now.
-			_ = c.sessions.end(g.Request.Context(), s.ID)
-			setCookie(g, sessionCookie, "", -1)
-			g.Redirect(http.StatusSeeOther, Prefix+"/sign-in?notice=token")
+			c.endRevoked(g, s)
 			g.Abort()
 			return
 		case err == nil:
@@ -207,10 +204,7 @@ func (c *Console) handle(fn func(g *gin.Context, s session) error) gin.HandlerFu
 		var ae *apiError
 		switch {
 		case errors.As(err, &ae) && ae.Status == http.StatusUnauthorized:
-			// The token was revoked or expired since sign-in: the session is worth nothing now.
-			_ = c.sessions.end(g.Request.Context(), s.ID)
-			setCookie(g, sessionCookie, "", -1)
-			g.Redirect(http.StatusSeeOther, Prefix+"/sign-in?notice=token")
+			c.endRevoked(g, s)
 		case errors.As(err, &ae) && ae.Status == http.StatusForbidden:
 			c.render(g, http.StatusForbidden, "error", page{Title: "Not allowed", Session: &s,
 				Error: "Your token may not do this. " + ae.Error()})
@@ -255,4 +249,12 @@ func back(g *gin.Context, path, param, code string) error {
 func conflicted(err error) bool {
 	s := statusOf(err)
 	return s == http.StatusConflict || s == http.StatusPreconditionFailed
+}
+
+// endRevoked ends a session whose token was revoked or expired since sign-in, and sends the browser
+// to sign in again.
+func (c *Console) endRevoked(g *gin.Context, s session) {
+	_ = c.sessions.end(g.Request.Context(), s.ID)
+	setCookie(g, sessionCookie, "", -1)
+	g.Redirect(http.StatusSeeOther, Prefix+"/sign-in?notice=token")
 }

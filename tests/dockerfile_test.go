@@ -195,7 +195,6 @@ func TestDockerignoreKeepsSourcesAndDropsTheRest(t *testing.T) {
 	for path, want := range map[string]bool{
 		"app/main.go":                            false,
 		"migrations/platform/00001_platform.sql": false,
-		"modules/webhooks/openapi.json":          false,
 		"go.sum":                                 false,
 		".git/HEAD":                              true,
 		"bin/keelson":                            true,

@@ -161,13 +161,18 @@ func (s *Store) ListTokens(ctx context.Context, tenant, after uuid.UUID, limit i
 	rows, err := s.db.QueryContext(ctx, `SELECT `+tokenColumns+` FROM api_tokens
 		WHERE ($1 = '00000000-0000-0000-0000-000000000000'::uuid OR tenant_id = $1) AND id > $2 ORDER BY id LIMIT $3`,
 		tenant, after, limit)
+	return collect(rows, err, scanToken)
+}
+
+// collect scans every row of a query with scan, closing the rows.
+func collect[T any](rows *sql.Rows, err error, scan func(interface{ Scan(...any) error }) (T, error)) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Token
+	var out []T
 	for rows.Next() {
-		t, err := scanToken(rows)
+		t, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -228,19 +233,7 @@ func (s *Store) Tenant(ctx context.Context, ref string) (Tenant, error) {
 // ListTenants returns up to limit tenants after the id after, by id.
 func (s *Store) ListTenants(ctx context.Context, after uuid.UUID, limit int) ([]Tenant, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE id > $1 ORDER BY id LIMIT $2`, after, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Tenant
-	for rows.Next() {
-		t, err := scanTenant(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return collect(rows, err, scanTenant)
 }
 
 // SetTenantDisabled disables or enables the tenant named or numbered ref; disabling twice keeps the first time.

@@ -49,6 +49,7 @@ func mountRoutes(api *httpapi.API, s *Service) {
 		Summary: "Attempts, success rate, p50/p95 duration over the last hour and day, and the due backlog."}, h.subscriptionStats)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/subscriptions/{id}/test", ID: "sendWebhookTest",
 		Summary: "Send a webhook.test event to this subscription alone; answers with its delivery.", Status: http.StatusAccepted}, h.sendTest)
+	mountLifecycleRoutes(g, h)
 }
 
 type handlers struct{ s *Service }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/httpapi"
 )
 
@@ -18,15 +19,17 @@ func utc(t *time.Time) *time.Time {
 }
 
 func (h handlers) pauseSubscription(ctx context.Context, in *emptyBodyIn) (*subscriptionOut, error) {
-	sub, err := h.s.PauseSubscription(ctx, in.ID, in.If)
-	if err != nil {
-		return nil, err
-	}
-	return subscriptionAnswer(toSubscriptionResponse(sub)), nil
+	return changeStatus(ctx, in, h.s.PauseSubscription)
 }
 
 func (h handlers) resumeSubscription(ctx context.Context, in *emptyBodyIn) (*subscriptionOut, error) {
-	sub, err := h.s.ResumeSubscription(ctx, in.ID, in.If)
+	return changeStatus(ctx, in, h.s.ResumeSubscription)
+}
+
+// changeStatus runs PauseSubscription or ResumeSubscription and answers the subscription.
+func changeStatus(ctx context.Context, in *emptyBodyIn,
+	change func(context.Context, uuid.UUID, concurrency.Precondition) (Subscription, error)) (*subscriptionOut, error) {
+	sub, err := change(ctx, in.ID, in.If)
 	if err != nil {
 		return nil, err
 	}

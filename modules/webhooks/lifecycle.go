@@ -7,16 +7,14 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/module"
 )
 
-// registerLifecycle declares bulk recovery (its routes and job kind) and retention (its schedule).
+// registerLifecycle declares bulk recovery (its job kind; its routes are mounted with the others) and retention (its schedule).
 func (m *Module) registerLifecycle(r *module.Registry, svc *Service) error {
 	svc.jobs = r.Jobs
-	r.Routes(func(api *httpapi.API) { mountLifecycleRoutes(api, svc) })
 	r.JobKind(jobs.Kind{Name: recoverJob, Handle: svc.runRecovery, Options: jobs.KindOptions{Timeout: 10 * time.Minute}})
 	if m.cfg.Retention > 0 {
 		r.Schedule(jobs.Schedule{Name: retentionSchedule, Interval: m.cfg.retentionInterval(), Run: svc.Prune})
@@ -24,9 +22,8 @@ func (m *Module) registerLifecycle(r *module.Registry, svc *Service) error {
 	return nil
 }
 
-func mountLifecycleRoutes(api *httpapi.API, s *Service) {
-	h := handlers{s: s}
-	g := api.Module("/webhooks", "webhooks").Scopes(auth.WebhooksRead, auth.WebhooksWrite)
+// mountLifecycleRoutes declares the recovery routes on the webhooks group (mountRoutes calls it).
+func mountLifecycleRoutes(g *httpapi.Group, h handlers) {
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/subscriptions/{id}/recover", ID: "recoverWebhookSubscription",
 		Summary: "Re-queue the subscription's failed deliveries created in [since, until) as a background operation, in batches.",
 		Status:  http.StatusAccepted}, h.recoverSubscription)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,7 +82,7 @@ func (s *Store) CreateToken(ctx context.Context, in NewToken) (Token, string, er
 	for _, raw := range in.Scopes {
 		sc := Scope(strings.TrimSpace(raw))
 		v.Check(Known(sc), "scopes", fmt.Sprintf("unknown scope %q; known: %s", raw, ScopeNames()))
-		if Known(sc) && !containsScope(scopes, sc) {
+		if Known(sc) && !slices.Contains(scopes, sc) {
 			scopes = append(scopes, sc)
 		}
 	}
@@ -112,15 +113,6 @@ func (s *Store) CreateToken(ctx context.Context, in NewToken) (Token, string, er
 		return Token{}, "", err
 	}
 	return t, TokenPrefix + strings.ReplaceAll(t.ID.String(), "-", "") + "_" + encoded, nil
-}
-
-func containsScope(list []Scope, s Scope) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // scopeArray is a PostgreSQL text[] literal of scopes; scopes are known names, so nothing needs quoting.

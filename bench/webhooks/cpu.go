@@ -55,3 +55,14 @@ func (e *environment) cpu(ctx context.Context) cpuSample {
 	_ = rows.Err() // a partial sum only understates the figure
 	return s
 }
+
+// analyze refreshes the planner statistics of every table of the database.
+func analyze(ctx context.Context, dbURL string) error {
+	db, err := sql.Open("pgx", dbURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.ExecContext(ctx, "ANALYZE")
+	return err
+}

@@ -13,6 +13,13 @@
 // before the latency run to its end: the latency figures are then the healthy endpoint's (fairness).
 //
 //	go run ./bench/webhooks -events 0 -rate 50 -for 20s -stalled 100 -send-timeout 10s -no-pgbench
+//
+// With -warmup N, N burst events are delivered and the database ANALYZEd before the measured burst.
+// With -profile DIR, the burst also yields PostgreSQL's statements (pg_stat_statements: the server
+// needs shared_preload_libraries='pg_stat_statements', so point -pg at such a cluster), commits and
+// WAL per delivery, and a CPU profile of replica 0 (pprof if it serves one, else perf):
+//
+//	go run ./bench/webhooks -pg postgres://postgres@127.0.0.1:5433/postgres -warmup 200 -profile /tmp/prof
 package main
 
 import (
@@ -42,6 +49,10 @@ type options struct {
 	stalled     int           // endpoints that never answer, subscribed to stalled.* (0 = none)
 	stalledRate int           // events/s to them during the latency run
 	sendTimeout time.Duration // WEBHOOKS_SEND_TIMEOUT of the replicas (0 = the default)
+
+	warmup     int           // burst events delivered, then ANALYZE, before the measured burst
+	profileDir string        // where -profile writes pg_stat_statements and the replica's CPU profile ("" = no profile)
+	profileFor time.Duration // length of the replica's CPU profile
 }
 
 func main() {
@@ -59,6 +70,9 @@ func main() {
 	flag.IntVar(&o.stalled, "stalled", 0, "endpoints that never answer, fed -stalled-rate events/s during the latency run (fairness)")
 	flag.IntVar(&o.stalledRate, "stalled-rate", 5, "events/s fanned out to every stalled endpoint")
 	flag.DurationVar(&o.sendTimeout, "send-timeout", 0, "WEBHOOKS_SEND_TIMEOUT of the replicas (default: the app's)")
+	flag.IntVar(&o.warmup, "warmup", 0, "burst events delivered before the measured burst, followed by ANALYZE")
+	flag.StringVar(&o.profileDir, "profile", "", "during the throughput burst, write pg_stat_statements (server needs shared_preload_libraries) and a replica CPU profile (if served) to this directory")
+	flag.DurationVar(&o.profileFor, "profile-for", 12*time.Second, "length of the replica CPU profile")
 	flag.Parse()
 	log.SetFlags(log.Ltime)
 

@@ -19,6 +19,19 @@ func throughput(ctx context.Context, e *environment, o options) error {
 			return err
 		}
 	}
+	if err := warmUp(ctx, e, o); err != nil {
+		return err
+	}
+	var prof *profiler
+	if o.profileDir != "" {
+		var err error
+		if prof, err = newProfiler(ctx, o.profileDir, e.dbURL, e.apis[0], e.procs[0].Process.Pid, o.profileFor); err != nil {
+			return err
+		}
+		if err := prof.start(ctx); err != nil {
+			return err
+		}
+	}
 	e.receiver.reset()
 	want := int64(o.events * o.fanout)
 	cpuBefore := e.cpu(ctx)
@@ -59,7 +72,28 @@ func throughput(ctx context.Context, e *environment, o options) error {
 	fmt.Printf("| deliveries, first POST → last delivery | %.0f deliveries/s (%.1f s) |\n", float64(want)/total.Seconds(), total.Seconds())
 	fmt.Printf("| CPU per delivery, replicas (ingestion included) | %.2f ms |\n", 1000*(cpuAfter.app-cpuBefore.app)/float64(want))
 	fmt.Printf("| CPU per delivery, PostgreSQL backends of the run (pooled connections) | %.2f ms |\n\n", 1000*(cpuAfter.postgres-cpuBefore.postgres)/float64(want))
+	if prof != nil {
+		return prof.report(ctx, want)
+	}
 	return nil
+}
+
+// warmUp delivers o.warmup burst events (connections, caches and plans warm, tables not empty),
+// then runs ANALYZE so the measured burst starts from the same planner statistics every time.
+func warmUp(ctx context.Context, e *environment, o options) error {
+	if o.warmup <= 0 {
+		return nil
+	}
+	e.receiver.reset()
+	for i := range o.warmup {
+		if _, err := e.post(ctx, e.apis[i%len(e.apis)], "/events", map[string]any{"type": "burst.warmup", "data": map[string]any{"i": i}}); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	if err := waitFor(func() bool { return e.receiver.count.Load() >= int64(o.warmup*o.fanout) }, 5*time.Minute); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	return analyze(ctx, e.dbURL)
 }
 
 // latency posts events at o.rate to one subscription for o.duration and reports event→delivered

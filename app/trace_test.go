@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,4 +119,76 @@ func TestOnePostedWebhookEventIsOneTraceThatIncludesTheSend(t *testing.T) {
 			t.Fatalf("Keelson's trace context leaked to the customer's endpoint: %v", h)
 		}
 	}
+}
+
+// TestARequestThatEnqueuesAJobIsOneTraceThatIncludesTheJob posts a conversation message (which
+// enqueues the assistant's reply job in its unit of work): the job's run is a span of the request's
+// trace, a child of the unit of work that enqueued it.
+func TestARequestThatEnqueuesAJobIsOneTraceThatIncludesTheJob(t *testing.T) {
+	exporter := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	mods, err := modules(testConfig(t, "postgres://unused/x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := startTracedApp(t, mods, telemetry.Tracing{Provider: tp, Enabled: true})
+
+	post := func(path, body string, header map[string]string) map[string]any {
+		req, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewBufferString(body))
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("POST %s: %d %v", path, resp.StatusCode, out)
+		}
+		return out
+	}
+	conv := post("/api/v1/conversations", `{"title":"traced"}`, nil)
+	const traceID = "0af7651916cd43dd8448eb211c80319c"
+	post("/api/v1/conversations/"+conv["id"].(string)+"/messages", `{"content":"hello"}`,
+		map[string]string{"traceparent": "00-" + traceID + "-b7ad6b7169203331-01"})
+
+	// The job's run: a child of the request's unit of work (the reply it writes has one of its own).
+	var job sdktrace.ReadOnlySpan
+	byID := map[string]sdktrace.ReadOnlySpan{}
+	deadline := time.Now().Add(30 * time.Second)
+	for job == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s the request's trace has spans %v, no job run", keys(byID))
+		}
+		time.Sleep(20 * time.Millisecond)
+		for _, s := range exporter.GetSpans().Snapshots() {
+			if s.SpanContext().TraceID().String() == traceID {
+				byID[s.SpanContext().SpanID().String()] = s
+				if s.Name() == "conversations.assistant_reply run" {
+					job = s
+				}
+			}
+		}
+	}
+	var chain []string
+	for s := job; s != nil; s = byID[s.Parent().SpanID().String()] {
+		chain = append(chain, s.Name())
+	}
+	if want := []string{"conversations.assistant_reply run", "unit_of_work", "POST /api/v1/conversations/:id/messages"}; strings.Join(chain, " < ") != strings.Join(want, " < ") {
+		t.Errorf("the job's span and its ancestors: %v, want %v", chain, want)
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }

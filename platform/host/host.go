@@ -118,6 +118,7 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 	}
 	jobsCfg := opts.Jobs
 	jobsCfg.InstanceID = opts.InstanceID
+	jobsCfg.TracerProvider = opts.TracerProvider
 	schedules := append(registry.Schedules(), pruneInbox(opts.DB), pruneIdempotencyKeys(opts.DB))
 	if opts.Console {
 		schedules = append(schedules, console.PruneSessions(opts.DB.SQL()))

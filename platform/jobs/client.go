@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/telemetry"
 	"github.com/keelson/keelson/platform/tenancy"
 )
 
@@ -35,8 +36,8 @@ type EnqueueRequest struct {
 	Options EnqueueOptions
 }
 
-const insertJobSQL = `INSERT INTO jobs (id, kind, payload, max_attempts, run_at, dedupe_key, tenant_id)
-VALUES ($1, $2, $3, $4, COALESCE($5::timestamptz, now()), $6, $7)`
+const insertJobSQL = `INSERT INTO jobs (id, kind, payload, max_attempts, run_at, dedupe_key, tenant_id, traceparent)
+VALUES ($1, $2, $3, $4, COALESCE($5::timestamptz, now()), $6, $7, $8)`
 
 const findUnfinishedSQL = `SELECT id FROM jobs
 WHERE kind = $1 AND dedupe_key = $2 AND status IN ('pending', 'processing')`
@@ -96,8 +97,8 @@ func (c *Client) enqueueDeduped(ctx context.Context, conn gorm.ConnPool, row job
 	return EnqueueResult{ID: existing, Duplicate: true}, nil
 }
 
-const insertManySQL = `INSERT INTO jobs (id, kind, payload, max_attempts, run_at, tenant_id)
-SELECT id, kind, payload, max_attempts, COALESCE(run_at, now()), $6::uuid
+const insertManySQL = `INSERT INTO jobs (id, kind, payload, max_attempts, run_at, tenant_id, traceparent)
+SELECT id, kind, payload, max_attempts, COALESCE(run_at, now()), $6::uuid, $7::text
 FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::int[], $5::timestamptz[]) AS t(id, kind, payload, max_attempts, run_at)`
 
 // EnqueueMany inserts many jobs in one unit of work (the caller's, or its own): the ones without a
@@ -136,7 +137,7 @@ func (c *Client) EnqueueMany(ctx context.Context, reqs []EnqueueRequest) ([]Enqu
 		if len(ids) == 0 {
 			return nil
 		}
-		if _, err := conn.ExecContext(ctx, insertManySQL, ids, kinds, payloads, maxAttempts, runAts, rows[0].tenant); err != nil {
+		if _, err := conn.ExecContext(ctx, insertManySQL, ids, kinds, payloads, maxAttempts, runAts, rows[0].tenant, rows[0].traceparent); err != nil {
 			return fmt.Errorf("jobs: enqueue many: %w", err)
 		}
 		return nil
@@ -177,6 +178,7 @@ type jobRow struct {
 	runAt       *time.Time
 	dedupeKey   *string
 	tenant      *uuid.UUID // the tenant ctx acts for; nil for a system job
+	traceparent *string    // the span ctx is in; nil outside a trace
 }
 
 func newJobRow(ctx context.Context, kind string, payload any, opts EnqueueOptions) (jobRow, error) {
@@ -198,6 +200,9 @@ func newJobRow(ctx context.Context, kind string, payload any, opts EnqueueOption
 	if t, ok := tenancy.From(ctx); ok {
 		row.tenant = &t
 	}
+	if tp := telemetry.Traceparent(ctx); tp != "" {
+		row.traceparent = &tp
+	}
 	if !opts.RunAt.IsZero() {
 		t := opts.RunAt.UTC()
 		row.runAt = &t
@@ -210,5 +215,5 @@ func newJobRow(ctx context.Context, kind string, payload any, opts EnqueueOption
 }
 
 func (r jobRow) args() []any {
-	return []any{r.id, r.kind, r.payload, r.maxAttempts, r.runAt, r.dedupeKey, r.tenant}
+	return []any{r.id, r.kind, r.payload, r.maxAttempts, r.runAt, r.dedupeKey, r.tenant, r.traceparent}
 }

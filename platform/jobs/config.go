@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config tunes a Runner. Zero values take the defaults listed beside each field.
@@ -39,6 +41,8 @@ type Config struct {
 	// commit asynchronously: a claim lost in a PostgreSQL crash only makes the job claimable again,
 	// and any later synchronous commit (a completion) flushes it. Completions are always synchronous.
 	DurableClaims bool
+	// TracerProvider records a span per job attempt and per schedule run; nil records none (no cost).
+	TracerProvider trace.TracerProvider
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelson/keelson/platform/database"
 )
@@ -32,6 +33,7 @@ type Runner struct {
 	schedules []Schedule
 	log       *slog.Logger
 	metrics   *metrics
+	tracer    trace.Tracer // nil: no spans
 	started   atomic.Bool
 
 	busy  atomic.Int64  // slots taken: claimed jobs not yet finished
@@ -93,6 +95,9 @@ func NewRunner(db *database.DB, cfg Config, kinds []Kind, schedules []Schedule, 
 		}
 		names[s.Name] = true
 		r.schedules = append(r.schedules, s)
+	}
+	if cfg.TracerProvider != nil {
+		r.tracer = cfg.TracerProvider.Tracer("github.com/keelson/keelson/platform/jobs")
 	}
 	m.exportFromStart(r.kindNames, r.schedules)
 	return r, nil

@@ -8,6 +8,10 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/keelson/keelson/platform/tenancy"
 )
 
@@ -95,7 +99,7 @@ func (r *Runner) runScheduleOnce(workCtx context.Context, s Schedule, token int6
 	go func() { defer close(hbDone); r.keepScheduleLease(runCtx, cancel, s, token) }()
 
 	// A schedule is the deployment's work, not a customer's: it spans tenants (the sweep, pruning).
-	runErr := callSchedule(tenancy.System(runCtx, "schedule "+s.Name), s.Run)
+	runErr := r.traceSchedule(tenancy.System(runCtx, "schedule "+s.Name), s)
 	cause := context.Cause(runCtx)
 	cancel(nil)
 	<-hbDone
@@ -163,6 +167,23 @@ func (r *Runner) keepScheduleLease(ctx context.Context, cancel context.CancelCau
 			leaseUntil = sent.Add(r.cfg.Lease)
 		}
 	}
+}
+
+// traceSchedule runs one tick inside its own root span (no request caused it), so the events and
+// jobs the run writes (a sweep's redeliveries) join that trace.
+func (r *Runner) traceSchedule(ctx context.Context, s Schedule) error {
+	if r.tracer == nil {
+		return callSchedule(ctx, s.Run)
+	}
+	ctx, span := r.tracer.Start(ctx, s.Name+" run", trace.WithNewRoot(),
+		trace.WithAttributes(attribute.String("keelson.schedule.name", s.Name)))
+	defer span.End()
+	err := callSchedule(ctx, s.Run)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "schedule run failed")
+	}
+	return err
 }
 
 func callSchedule(ctx context.Context, run func(context.Context) error) (err error) {

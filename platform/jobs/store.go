@@ -39,6 +39,7 @@ type claimed struct {
 	Job
 	storedMaxAttempts int
 	reclaimed         bool // taken from an expired lease
+	traceparent       sql.NullString
 }
 
 // fence identifies one claim of a job: the writes of a worker that lost it match nothing.
@@ -76,7 +77,7 @@ WHERE j.id = ANY(ARRAY(SELECT id FROM candidates))
   AND CASE j.status WHEN 'pending' THEN j.run_at <= now() WHEN 'processing' THEN j.lease_expires_at < now() ELSE false END`
 
 const claimReturning = `
-RETURNING j.id, j.kind, j.payload, j.attempt, j.max_attempts, j.tenant_id,
+RETURNING j.id, j.kind, j.payload, j.attempt, j.max_attempts, j.tenant_id, j.traceparent,
     j.id = ANY(ARRAY(SELECT id FROM expired)), (SELECT count(*) FROM candidates)`
 
 // claim takes up to n free jobs of the given kinds. lost counts candidates the re-check refused.
@@ -91,7 +92,7 @@ func (s *store) claim(ctx context.Context, kinds []string, n int) (jobs []claime
 		var c claimed
 		var payload []byte
 		var tenant uuid.NullUUID
-		if err := rows.Scan(&c.ID, &c.Kind, &payload, &c.Attempt, &c.storedMaxAttempts, &tenant, &c.reclaimed, &candidates); err != nil {
+		if err := rows.Scan(&c.ID, &c.Kind, &payload, &c.Attempt, &c.storedMaxAttempts, &tenant, &c.traceparent, &c.reclaimed, &candidates); err != nil {
 			return nil, 0, fmt.Errorf("jobs: claim: scan: %w", err)
 		}
 		c.Payload = json.RawMessage(payload)

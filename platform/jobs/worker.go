@@ -9,7 +9,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/keelson/keelson/platform/telemetry"
 	"github.com/keelson/keelson/platform/tenancy"
 )
 
@@ -37,7 +41,12 @@ func (r *Runner) execute(ctx context.Context, d dispatched, completions chan<- f
 
 	runCtx, cancel := context.WithTimeout(d.ctx, kind.Options.Timeout)
 	start := time.Now()
-	err := call(jobContext(runCtx, c.Job), kind.Handle, c.Job)
+	var err error
+	if r.tracer == nil {
+		err = call(jobContext(runCtx, c.Job), kind.Handle, c.Job)
+	} else {
+		err = r.callTraced(jobContext(runCtx, c.Job), kind.Handle, c)
+	}
 	cancel()
 	r.metrics.duration.WithLabelValues(c.Kind).Observe(time.Since(start).Seconds())
 
@@ -64,6 +73,28 @@ func jobContext(ctx context.Context, job Job) context.Context {
 		return tenancy.With(ctx, job.TenantID)
 	}
 	return tenancy.System(ctx, "job "+job.Kind)
+}
+
+// callTraced runs the handler inside a span that is a child (not a link) of the span that enqueued
+// the job: the job is deferred work of that request, like a consumer of its event, so it belongs in
+// the request's one trace; each attempt is a sibling span under that parent.
+func (r *Runner) callTraced(ctx context.Context, h Handler, c claimed) error {
+	if c.traceparent.Valid {
+		ctx = telemetry.WithTraceparent(ctx, c.traceparent.String)
+	}
+	ctx, span := r.tracer.Start(ctx, c.Kind+" run", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			attribute.String("keelson.job.id", c.ID.String()),
+			attribute.String("keelson.job.kind", c.Kind),
+			attribute.Int("keelson.job.attempt", c.Attempt),
+		))
+	defer span.End()
+	err := call(ctx, h, c.Job)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "job attempt failed")
+	}
+	return err
 }
 
 // call runs the handler; a panic is a failed attempt.

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
@@ -103,3 +104,42 @@ func spanIDs(ctx context.Context) (traceID, spanID string, ok bool) {
 	}
 	return sc.TraceID().String(), sc.SpanID().String(), true
 }
+
+// Traceparent is the W3C traceparent of the span in ctx, or "" when ctx carries none: a job row
+// keeps only this (no tracestate or baggage), and a context without a span costs no allocation.
+func Traceparent(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	var b [55]byte // "00-" 32 hex "-" 16 hex "-" 2 hex
+	tid, sid := sc.TraceID(), sc.SpanID()
+	copy(b[:3], "00-")
+	hex.Encode(b[3:35], tid[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], sid[:])
+	b[52] = '-'
+	hex.Encode(b[53:55], []byte{byte(sc.TraceFlags())})
+	return string(b[:])
+}
+
+// WithTraceparent returns ctx carrying the remote span context a Traceparent wrote; ctx unchanged
+// when traceparent is empty or malformed.
+func WithTraceparent(ctx context.Context, traceparent string) context.Context {
+	if traceparent == "" {
+		return ctx
+	}
+	return propagation.TraceContext{}.Extract(ctx, traceparentCarrier(traceparent))
+}
+
+// traceparentCarrier is a carrier holding only a traceparent.
+type traceparentCarrier string
+
+func (c traceparentCarrier) Get(key string) string {
+	if key == "traceparent" {
+		return string(c)
+	}
+	return ""
+}
+func (traceparentCarrier) Set(string, string) {}
+func (traceparentCarrier) Keys() []string     { return []string{"traceparent"} }

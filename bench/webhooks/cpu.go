@@ -28,32 +28,40 @@ func cpuSeconds(pid int) float64 {
 	return (ut + st) / clockTicks
 }
 
-// cpuSample is the CPU used so far by the replicas and by the PostgreSQL backends of the benchmark database.
-type cpuSample struct{ app, postgres float64 }
+// cpuSample is the CPU used so far by the service's processes, by the PostgreSQL backends of its
+// database, and by a store of its own beside them (Redis for the peer; 0 for Keelson, whose broker is shared).
+type cpuSample struct{ app, postgres, other float64 }
 
 func (e *environment) cpu(ctx context.Context) cpuSample {
 	var s cpuSample
 	for _, p := range e.procs {
 		s.app += cpuSeconds(p.Process.Pid)
 	}
-	db, err := sql.Open("pgx", e.dbURL)
+	s.postgres = backendsCPU(ctx, e.dbURL)
+	return s
+}
+
+// backendsCPU is the CPU used so far by the PostgreSQL backends connected to the database.
+func backendsCPU(ctx context.Context, dbURL string) float64 {
+	var total float64
+	db, err := sql.Open("pgx", dbURL)
 	if err != nil {
-		return s
+		return 0
 	}
 	defer db.Close()
 	rows, err := db.QueryContext(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
 	if err != nil {
-		return s
+		return 0
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var pid int
 		if rows.Scan(&pid) == nil {
-			s.postgres += cpuSeconds(pid)
+			total += cpuSeconds(pid)
 		}
 	}
 	_ = rows.Err() // a partial sum only understates the figure
-	return s
+	return total
 }
 
 // analyze refreshes the planner statistics of every table of the database.

@@ -224,3 +224,23 @@ func (e *environment) subscribe(ctx context.Context, path string, patterns ...st
 	_, err := e.post(ctx, e.apis[0], "/subscriptions", map[string]any{"url": e.receiver.url + path, "event_types": patterns})
 	return err
 }
+
+// Keelson as a system under measurement.
+
+func (e *environment) name() string     { return "Keelson" }
+func (e *environment) rcv() *receiver   { return e.receiver }
+func (e *environment) database() string { return e.dbURL }
+
+func (e *environment) profiled() (string, int) { return e.apis[0], e.procs[0].Process.Pid }
+
+func (e *environment) addEndpoint(ctx context.Context, group, path string) error {
+	return e.subscribe(ctx, path, group+".*")
+}
+
+func (e *environment) publish(ctx context.Context, client int, _, eventType string, data map[string]any) (string, error) {
+	out, err := e.post(ctx, e.apis[client%len(e.apis)], "/events", map[string]any{"type": eventType, "data": data})
+	if err != nil {
+		return "", err
+	}
+	return decodeID(out), nil
+}

@@ -20,6 +20,13 @@
 // WAL per delivery, and a CPU profile of replica 0 (pprof if it serves one, else perf):
 //
 //	go run ./bench/webhooks -pg postgres://postgres@127.0.0.1:5433/postgres -warmup 200 -profile /tmp/prof
+//
+// With -peer convoy, rounds of Keelson and of Convoy alternate (K, C, K, C) with the same burst,
+// warm-up, ANALYZE and steady rate, pgbench after each pair, and one table at the end. Convoy is
+// not part of this repository: build it from its source and pass the binary; redis-server must be
+// on PATH (see docs/performance.md):
+//
+//	go run ./bench/webhooks -peer convoy -convoy-bin /tmp/convoy -rounds 2 -warmup 200
 package main
 
 import (
@@ -53,6 +60,10 @@ type options struct {
 	warmup     int           // burst events delivered, then ANALYZE, before the measured burst
 	profileDir string        // where -profile writes pg_stat_statements and the replica's CPU profile ("" = no profile)
 	profileFor time.Duration // length of the replica's CPU profile
+
+	peer      string // "convoy": alternate Keelson and Convoy rounds
+	convoyBin string // Convoy's binary, built from its source outside this repository
+	rounds    int    // rounds of the side-by-side run
 }
 
 func main() {
@@ -73,6 +84,9 @@ func main() {
 	flag.IntVar(&o.warmup, "warmup", 0, "burst events delivered before the measured burst, followed by ANALYZE")
 	flag.StringVar(&o.profileDir, "profile", "", "during the throughput burst, write pg_stat_statements (server needs shared_preload_libraries) and a replica CPU profile (if served) to this directory")
 	flag.DurationVar(&o.profileFor, "profile-for", 12*time.Second, "length of the replica CPU profile")
+	flag.StringVar(&o.peer, "peer", "", `"convoy": alternate rounds of Keelson and Convoy (needs -convoy-bin and redis-server) and print them side by side`)
+	flag.StringVar(&o.convoyBin, "convoy-bin", "", "Convoy's binary for -peer convoy")
+	flag.IntVar(&o.rounds, "rounds", 2, "rounds of -peer (each: Keelson, the peer, pgbench)")
 	flag.Parse()
 	log.SetFlags(log.Ltime)
 
@@ -91,6 +105,18 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer cleanup()
+	switch o.peer {
+	case "":
+	case "convoy":
+		if o.convoyBin == "" {
+			return fmt.Errorf("-peer convoy needs -convoy-bin")
+		}
+		err := sideBySide(ctx, o, bin)
+		fmt.Printf("load average at end: %s\n", loadAverage())
+		return err
+	default:
+		return fmt.Errorf("unknown -peer %q", o.peer)
+	}
 	env, err := newEnvironment(ctx, o, bin)
 	if err != nil {
 		return err
@@ -98,7 +124,7 @@ func run(ctx context.Context, o options) error {
 	defer env.close()
 
 	if o.events > 0 {
-		if err := throughput(ctx, env, o); err != nil {
+		if _, err := throughput(ctx, env, o); err != nil {
 			return fmt.Errorf("throughput: %w", err)
 		}
 	}
@@ -108,7 +134,7 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("stalled endpoints: %w", err)
 		}
 	}
-	err = latency(ctx, env, o)
+	_, err = latency(ctx, env, o)
 	stop()
 	if err != nil {
 		return fmt.Errorf("latency: %w", err)

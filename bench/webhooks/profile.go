@@ -78,6 +78,9 @@ func (p *profiler) start(ctx context.Context) error {
 // cpuProfile asks the replica for a CPU profile 3 s into the phase and stores it as DIR/replica-cpu.pprof.
 func (p *profiler) cpuProfile(ctx context.Context) string {
 	time.Sleep(3 * time.Second) // past the first burst of ingestion: deliveries are flowing
+	if p.api == "" {
+		return "CPU profile: " + p.perfProfile(ctx)
+	}
 	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", p.api, int(p.period.Seconds()))
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	resp, err := (&http.Client{Timeout: p.period + 30*time.Second}).Do(req)
@@ -211,5 +214,5 @@ func (p *profiler) perfProfile(ctx context.Context) string {
 	if err := os.WriteFile(path, []byte(text.String()), 0o600); err != nil {
 		return err.Error()
 	}
-	return fmt.Sprintf("sampled replica 0 with perf for %s s instead: %s (raw samples in %s)", secs, path, data)
+	return fmt.Sprintf("sampled process %d with perf for %s s: %s (raw samples in %s)", p.pid, secs, path, data)
 }

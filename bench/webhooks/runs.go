@@ -11,30 +11,60 @@ import (
 	"time"
 )
 
-// throughput posts a burst of events, each matching o.fanout subscriptions, as fast as the API takes
+// system is a webhook service under measurement: Keelson's replicas, or a peer driven through its own API.
+type system interface {
+	name() string
+	rcv() *receiver
+	// addEndpoint points one more endpoint at the receiver's path for the events of group (burst, latency).
+	addEndpoint(ctx context.Context, group, path string) error
+	// publish posts one event of group through API client number client and returns the key its
+	// deliveries carry to the receiver (webhook-id or X-Bench-Id).
+	publish(ctx context.Context, client int, group, eventType string, data map[string]any) (string, error)
+	cpu(ctx context.Context) cpuSample
+	database() string
+	// profiled is the API address (for /debug/pprof, "" if none) and the process a CPU profile samples.
+	profiled() (api string, pid int)
+}
+
+// throughputResult is what the burst measured.
+type throughputResult struct {
+	acceptedPerSec, deliveriesPerSec, endToEndPerSec float64
+	appMS, postgresMS, otherMS                       float64 // CPU per delivery
+}
+
+// latencyResult is event→delivered at the steady rate.
+type latencyResult struct {
+	p50, p95, p99, max time.Duration
+	delivered, failed  int
+}
+
+// throughput posts a burst of events, each matching o.fanout endpoints, as fast as the API takes
 // them, and measures deliveries/s at the receiver from the first to the last delivery.
-func throughput(ctx context.Context, e *environment, o options) error {
+func throughput(ctx context.Context, s system, o options) (throughputResult, error) {
+	var res throughputResult
 	for i := range o.fanout {
-		if err := e.subscribe(ctx, fmt.Sprintf("/burst/%d", i), "burst.*"); err != nil {
-			return err
+		if err := s.addEndpoint(ctx, "burst", fmt.Sprintf("/burst/%d", i)); err != nil {
+			return res, err
 		}
 	}
-	if err := warmUp(ctx, e, o); err != nil {
-		return err
+	if err := warmUp(ctx, s, o); err != nil {
+		return res, err
 	}
 	var prof *profiler
 	if o.profileDir != "" {
+		api, pid := s.profiled()
 		var err error
-		if prof, err = newProfiler(ctx, o.profileDir, e.dbURL, e.apis[0], e.procs[0].Process.Pid, o.profileFor); err != nil {
-			return err
+		if prof, err = newProfiler(ctx, o.profileDir, s.database(), api, pid, o.profileFor); err != nil {
+			return res, err
 		}
 		if err := prof.start(ctx); err != nil {
-			return err
+			return res, err
 		}
 	}
-	e.receiver.reset()
+	r := s.rcv()
+	r.reset()
 	want := int64(o.events * o.fanout)
-	cpuBefore := e.cpu(ctx)
+	cpuBefore := s.cpu(ctx)
 	start := time.Now()
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -43,9 +73,8 @@ func throughput(ctx context.Context, e *environment, o options) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			api := e.apis[p%len(e.apis)]
 			for next.Add(1) <= int64(o.events) {
-				if _, err := e.post(ctx, api, "/events", map[string]any{"type": "burst.created", "data": map[string]any{"p": p}}); err != nil {
+				if _, err := s.publish(ctx, p, "burst", "burst.created", map[string]any{"p": p}); err != nil {
 					errs <- err
 					return
 				}
@@ -56,55 +85,70 @@ func throughput(ctx context.Context, e *environment, o options) error {
 	posted := time.Since(start)
 	select {
 	case err := <-errs:
-		return err
+		return res, err
 	default:
 	}
-	if err := waitFor(func() bool { return e.receiver.count.Load() >= want }, 10*time.Minute); err != nil {
-		return fmt.Errorf("%d of %d deliveries arrived: %w", e.receiver.count.Load(), want, err)
+	if err := waitFor(func() bool { return r.count.Load() >= want }, 10*time.Minute); err != nil {
+		return res, fmt.Errorf("%d of %d deliveries arrived: %w", r.count.Load(), want, err)
 	}
 	total := time.Since(start)
-	cpuAfter := e.cpu(ctx)
-	first, last := e.receiver.window()
-	fmt.Printf("## Throughput: %d events × %d subscriptions = %d deliveries, %d replicas\n\n", o.events, o.fanout, want, o.replicas)
-	fmt.Printf("| measure | value |\n|---|---|\n")
-	fmt.Printf("| events accepted by the API | %.0f events/s (%d posters) |\n", float64(o.events)/posted.Seconds(), o.posters)
-	fmt.Printf("| deliveries at the receiver, first → last | %.0f deliveries/s |\n", float64(want)/last.Sub(first).Seconds())
-	fmt.Printf("| deliveries, first POST → last delivery | %.0f deliveries/s (%.1f s) |\n", float64(want)/total.Seconds(), total.Seconds())
-	fmt.Printf("| CPU per delivery, replicas (ingestion included) | %.2f ms |\n", 1000*(cpuAfter.app-cpuBefore.app)/float64(want))
-	fmt.Printf("| CPU per delivery, PostgreSQL backends of the run (pooled connections) | %.2f ms |\n\n", 1000*(cpuAfter.postgres-cpuBefore.postgres)/float64(want))
-	if prof != nil {
-		return prof.report(ctx, want)
+	cpuAfter := s.cpu(ctx)
+	first, last := r.window()
+	res = throughputResult{
+		acceptedPerSec:   float64(o.events) / posted.Seconds(),
+		deliveriesPerSec: float64(want) / last.Sub(first).Seconds(),
+		endToEndPerSec:   float64(want) / total.Seconds(),
+		appMS:            1000 * (cpuAfter.app - cpuBefore.app) / float64(want),
+		postgresMS:       1000 * (cpuAfter.postgres - cpuBefore.postgres) / float64(want),
+		otherMS:          1000 * (cpuAfter.other - cpuBefore.other) / float64(want),
 	}
-	return nil
+	fmt.Printf("## Throughput (%s): %d events × %d endpoints = %d deliveries\n\n", s.name(), o.events, o.fanout, want)
+	fmt.Printf("| measure | value |\n|---|---|\n")
+	fmt.Printf("| events accepted by the API | %.0f events/s (%d posters) |\n", res.acceptedPerSec, o.posters)
+	fmt.Printf("| deliveries at the receiver, first → last | %.0f deliveries/s |\n", res.deliveriesPerSec)
+	fmt.Printf("| deliveries, first POST → last delivery | %.0f deliveries/s (%.1f s) |\n", res.endToEndPerSec, total.Seconds())
+	fmt.Printf("| CPU per delivery, %s processes (ingestion included) | %.2f ms |\n", s.name(), res.appMS)
+	fmt.Printf("| CPU per delivery, PostgreSQL backends of the run (pooled connections) | %.2f ms |\n", res.postgresMS)
+	if cpuAfter.other > 0 {
+		fmt.Printf("| CPU per delivery, Redis | %.2f ms |\n", res.otherMS)
+	}
+	fmt.Println()
+	if prof != nil {
+		return res, prof.report(ctx, want)
+	}
+	return res, nil
 }
 
 // warmUp delivers o.warmup burst events (connections, caches and plans warm, tables not empty),
 // then runs ANALYZE so the measured burst starts from the same planner statistics every time.
-func warmUp(ctx context.Context, e *environment, o options) error {
+func warmUp(ctx context.Context, s system, o options) error {
 	if o.warmup <= 0 {
 		return nil
 	}
-	e.receiver.reset()
+	r := s.rcv()
+	r.reset()
 	for i := range o.warmup {
-		if _, err := e.post(ctx, e.apis[i%len(e.apis)], "/events", map[string]any{"type": "burst.warmup", "data": map[string]any{"i": i}}); err != nil {
+		if _, err := s.publish(ctx, i, "burst", "burst.warmup", map[string]any{"i": i}); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	if err := waitFor(func() bool { return e.receiver.count.Load() >= int64(o.warmup*o.fanout) }, 5*time.Minute); err != nil {
-		return fmt.Errorf("warm-up: %w", err)
+	if err := waitFor(func() bool { return r.count.Load() >= int64(o.warmup*o.fanout) }, 5*time.Minute); err != nil {
+		return fmt.Errorf("warm-up: %d of %d deliveries: %w", r.count.Load(), o.warmup*o.fanout, err)
 	}
-	return analyze(ctx, e.dbURL)
+	return analyze(ctx, s.database())
 }
 
-// latency posts events at o.rate to one subscription for o.duration and reports event→delivered
+// latency posts events at o.rate to one endpoint for o.duration and reports event→delivered
 // latency: from just before the POST to the first arrival at the receiver.
-func latency(ctx context.Context, e *environment, o options) error {
-	if !e.latencySubscribed {
-		if err := e.subscribe(ctx, "/latency", "latency.*"); err != nil {
-			return err
+func latency(ctx context.Context, s system, o options) (latencyResult, error) {
+	var res latencyResult
+	if k, ok := s.(*environment); !ok || !k.latencySubscribed {
+		if err := s.addEndpoint(ctx, "latency", "/latency"); err != nil {
+			return res, err
 		}
 	}
-	e.receiver.reset()
+	r := s.rcv()
+	r.reset()
 	n := int(float64(o.rate) * o.duration.Seconds())
 	sent := make([]time.Time, n)
 	ids := make([]string, n)
@@ -124,39 +168,50 @@ func latency(ctx context.Context, e *environment, o options) error {
 			defer wg.Done()
 			defer func() { <-sem }()
 			sent[i] = time.Now()
-			out, err := e.post(ctx, e.apis[i%len(e.apis)], "/events", map[string]any{"type": "latency.tick", "data": map[string]any{"i": i}})
+			id, err := s.publish(ctx, i, "latency", "latency.tick", map[string]any{"i": i})
 			if err != nil {
 				failures.Add(1)
 				return
 			}
-			var body struct {
-				ID string `json:"id"`
-			}
-			_ = json.Unmarshal(out, &body)
-			ids[i] = body.ID
+			ids[i] = id
 		}()
 	}
 	wg.Wait()
 	offered := time.Since(start)
-	if err := waitFor(func() bool { return int(e.receiver.count.Load()) >= n-int(failures.Load()) }, 5*time.Minute); err != nil {
-		return fmt.Errorf("%d of %d deliveries arrived: %w", e.receiver.count.Load(), n, err)
+	if err := waitFor(func() bool { return int(r.count.Load()) >= n-int(failures.Load()) }, 5*time.Minute); err != nil {
+		return res, fmt.Errorf("%d of %d deliveries arrived: %w", r.count.Load(), n, err)
 	}
 	var lat []time.Duration
 	for i, id := range ids {
 		if id == "" {
 			continue
 		}
-		if at, ok := e.receiver.arrival(id); ok {
+		if at, ok := r.arrival(id); ok {
 			lat = append(lat, at.Sub(sent[i]))
 		}
 	}
+	if len(lat) == 0 {
+		return res, fmt.Errorf("no delivery of the latency run matched its event")
+	}
 	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
 	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
-	fmt.Printf("## Latency: %d events/s for %s to one subscription, %d replicas\n\n", o.rate, o.duration, o.replicas)
-	fmt.Printf("offered %.0f events/s, %d delivered, %d POST failures\n\n", float64(n)/offered.Seconds(), len(lat), failures.Load())
+	res = latencyResult{p50: pct(.50), p95: pct(.95), p99: pct(.99), max: lat[len(lat)-1], delivered: len(lat), failed: int(failures.Load())}
+	fmt.Printf("## Latency (%s): %d events/s for %s to one endpoint\n\n", s.name(), o.rate, o.duration)
+	fmt.Printf("offered %.0f events/s, %d delivered, %d POST failures\n\n", float64(n)/offered.Seconds(), res.delivered, res.failed)
 	fmt.Printf("| event→delivered | p50 | p95 | p99 | max |\n|---|---|---|---|---|\n")
-	fmt.Printf("| | %s | %s | %s | %s |\n\n", ms(pct(.50)), ms(pct(.95)), ms(pct(.99)), ms(lat[len(lat)-1]))
-	return nil
+	fmt.Printf("| | %s | %s | %s | %s |\n\n", ms(res.p50), ms(res.p95), ms(res.p99), ms(res.max))
+	return res, nil
+}
+
+// publishResponse is the part of Keelson's answer to POST /events the benchmark reads.
+type publishResponse struct {
+	ID string `json:"id"`
+}
+
+func decodeID(out []byte) string {
+	var body publishResponse
+	_ = json.Unmarshal(out, &body)
+	return body.ID
 }
 
 func ms(d time.Duration) string {

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/keelson/keelson/bench/internal/benchenv"
+)
+
+// roundResult is one system's figures in one round of the side-by-side run.
+type roundResult struct {
+	system    string
+	round     int
+	load      string
+	tput      throughputResult
+	lat       latencyResult
+	pgbenchTP float64
+}
+
+// sideBySide alternates Keelson and the peer for o.rounds rounds (K, C, K, C, …), each round on a
+// fresh database with the same warm-up, ANALYZE, burst and steady rate, and runs pgbench after each
+// pair; then it prints one table.
+func sideBySide(ctx context.Context, o options, bin string) error {
+	var results []roundResult
+	for round := 1; round <= o.rounds; round++ {
+		for _, which := range []string{"Keelson", "Convoy"} {
+			load := loadAverage()
+			fmt.Printf("# round %d, %s (load average %s)\n\n", round, which, load)
+			r, err := oneRound(ctx, o, bin, which)
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", round, which, err)
+			}
+			r.round, r.load = round, load
+			results = append(results, r)
+		}
+		tps, err := benchenv.Pgbench(ctx, o.adminURL, nil)
+		if err != nil {
+			return fmt.Errorf("pgbench: %w", err)
+		}
+		fmt.Printf("## pgbench -N -c 8 -j 2 -T 10 after round %d\n\n%.0f tps\n\n", round, tps)
+		results[len(results)-1].pgbenchTP, results[len(results)-2].pgbenchTP = tps, tps
+	}
+	fmt.Printf("## Side by side: %d events × %d endpoints, then %d events/s for %s to one endpoint\n\n", o.events, o.fanout, o.rate, o.duration)
+	fmt.Println("| round | system | load average at its start | events/s accepted | deliveries/s | CPU per delivery: service / PostgreSQL / Redis | p50 / p95 / p99 at the steady rate | pgbench -N tps of the round | deliveries/s ÷ tps |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	for _, r := range results {
+		redis := "—"
+		if r.system != "Keelson" {
+			redis = fmt.Sprintf("%.2f", r.tput.otherMS)
+		}
+		fmt.Printf("| %d | %s | %s | %.0f | %.0f | %.2f / %.2f / %s ms | %s / %s / %s | %.0f | %.2f |\n",
+			r.round, r.system, strings.Join(strings.Fields(r.load)[:3], " "), r.tput.acceptedPerSec, r.tput.deliveriesPerSec,
+			r.tput.appMS, r.tput.postgresMS, redis, ms(r.lat.p50), ms(r.lat.p95), ms(r.lat.p99), r.pgbenchTP, r.tput.deliveriesPerSec/r.pgbenchTP)
+	}
+	fmt.Println()
+	return nil
+}
+
+func oneRound(ctx context.Context, o options, bin, which string) (roundResult, error) {
+	res := roundResult{system: which}
+	var s system
+	var closeFn func()
+	if which == "Keelson" {
+		e, err := newEnvironment(ctx, o, bin)
+		if err != nil {
+			return res, err
+		}
+		s, closeFn = e, e.close
+	} else {
+		c, err := newConvoy(ctx, o)
+		if err != nil {
+			return res, err
+		}
+		s, closeFn = c, c.close
+	}
+	defer closeFn()
+	po := o
+	if o.profileDir != "" {
+		po.profileDir = fmt.Sprintf("%s/%s", o.profileDir, strings.ToLower(which))
+	}
+	var err error
+	if res.tput, err = throughput(ctx, s, po); err != nil {
+		return res, fmt.Errorf("throughput: %w", err)
+	}
+	if res.lat, err = latency(ctx, s, o); err != nil {
+		return res, fmt.Errorf("latency: %w", err)
+	}
+	return res, nil
+}

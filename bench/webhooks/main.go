@@ -27,6 +27,8 @@
 // on PATH (see docs/performance.md):
 //
 //	go run ./bench/webhooks -peer convoy -convoy-bin /tmp/convoy -rounds 2 -warmup 200
+//
+// With -before BIN, every round also runs that keelson binary first (before/after a change).
 package main
 
 import (
@@ -64,6 +66,7 @@ type options struct {
 	peer      string // "convoy": alternate Keelson and Convoy rounds
 	convoyBin string // Convoy's binary, built from its source outside this repository
 	rounds    int    // rounds of the side-by-side run
+	beforeBin string // another Keelson binary measured in every round before -bin
 }
 
 func main() {
@@ -87,6 +90,7 @@ func main() {
 	flag.StringVar(&o.peer, "peer", "", `"convoy": alternate rounds of Keelson and Convoy (needs -convoy-bin and redis-server) and print them side by side`)
 	flag.StringVar(&o.convoyBin, "convoy-bin", "", "Convoy's binary for -peer convoy")
 	flag.IntVar(&o.rounds, "rounds", 2, "rounds of -peer (each: Keelson, the peer, pgbench)")
+	flag.StringVar(&o.beforeBin, "before", "", "another keelson binary (the code before a change): rounds alternate it with -bin (and -peer)")
 	flag.Parse()
 	log.SetFlags(log.Ltime)
 
@@ -111,11 +115,13 @@ func run(ctx context.Context, o options) error {
 		if o.convoyBin == "" {
 			return fmt.Errorf("-peer convoy needs -convoy-bin")
 		}
+	default:
+		return fmt.Errorf("unknown -peer %q", o.peer)
+	}
+	if o.peer != "" || o.beforeBin != "" {
 		err := sideBySide(ctx, o, bin)
 		fmt.Printf("load average at end: %s\n", loadAverage())
 		return err
-	default:
-		return fmt.Errorf("unknown -peer %q", o.peer)
 	}
 	env, err := newEnvironment(ctx, o, bin)
 	if err != nil {

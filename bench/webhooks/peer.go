@@ -18,16 +18,23 @@ type roundResult struct {
 	pgbenchTP float64
 }
 
-// sideBySide alternates Keelson and the peer for o.rounds rounds (K, C, K, C, …), each round on a
-// fresh database with the same warm-up, ANALYZE, burst and steady rate, and runs pgbench after each
-// pair; then it prints one table.
+// sideBySide alternates, for o.rounds rounds, Keelson before (-before), Keelson and the peer
+// (-peer), each on a fresh database with the same warm-up, ANALYZE, burst and steady rate, and runs
+// pgbench after each round; then it prints one table.
 func sideBySide(ctx context.Context, o options, bin string) error {
 	var results []roundResult
 	for round := 1; round <= o.rounds; round++ {
-		for _, which := range []string{"Keelson", "Convoy"} {
+		systems := []string{"Keelson", "Convoy"}
+		if o.beforeBin != "" {
+			systems = []string{"Keelson before", "Keelson", "Convoy"}
+		}
+		if o.peer == "" {
+			systems = systems[:len(systems)-1]
+		}
+		for _, which := range systems {
 			load := loadAverage()
 			fmt.Printf("# round %d, %s (load average %s)\n\n", round, which, load)
-			r, err := oneRound(ctx, o, bin, which)
+			r, err := oneRound(ctx, o, bin, which, round)
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", round, which, err)
 			}
@@ -39,14 +46,16 @@ func sideBySide(ctx context.Context, o options, bin string) error {
 			return fmt.Errorf("pgbench: %w", err)
 		}
 		fmt.Printf("## pgbench -N -c 8 -j 2 -T 10 after round %d\n\n%.0f tps\n\n", round, tps)
-		results[len(results)-1].pgbenchTP, results[len(results)-2].pgbenchTP = tps, tps
+		for i := len(results) - len(systems); i < len(results); i++ {
+			results[i].pgbenchTP = tps
+		}
 	}
 	fmt.Printf("## Side by side: %d events × %d endpoints, then %d events/s for %s to one endpoint\n\n", o.events, o.fanout, o.rate, o.duration)
 	fmt.Println("| round | system | load average at its start | events/s accepted | deliveries/s | CPU per delivery: service / PostgreSQL / Redis | p50 / p95 / p99 at the steady rate | pgbench -N tps of the round | deliveries/s ÷ tps |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		redis := "—"
-		if r.system != "Keelson" {
+		if r.system == "Convoy" {
 			redis = fmt.Sprintf("%.2f", r.tput.otherMS)
 		}
 		fmt.Printf("| %d | %s | %s | %.0f | %.0f | %.2f / %.2f / %s ms | %s / %s / %s | %.0f | %.2f |\n",
@@ -57,11 +66,14 @@ func sideBySide(ctx context.Context, o options, bin string) error {
 	return nil
 }
 
-func oneRound(ctx context.Context, o options, bin, which string) (roundResult, error) {
+func oneRound(ctx context.Context, o options, bin, which string, round int) (roundResult, error) {
 	res := roundResult{system: which}
 	var s system
 	var closeFn func()
-	if which == "Keelson" {
+	if which != "Convoy" {
+		if which == "Keelson before" {
+			bin = o.beforeBin
+		}
 		e, err := newEnvironment(ctx, o, bin)
 		if err != nil {
 			return res, err
@@ -77,7 +89,7 @@ func oneRound(ctx context.Context, o options, bin, which string) (roundResult, e
 	defer closeFn()
 	po := o
 	if o.profileDir != "" {
-		po.profileDir = fmt.Sprintf("%s/%s", o.profileDir, strings.ToLower(which))
+		po.profileDir = fmt.Sprintf("%s/%s-%d", o.profileDir, strings.ReplaceAll(strings.ToLower(which), " ", "-"), round)
 	}
 	var err error
 	if res.tput, err = throughput(ctx, s, po); err != nil {

@@ -3,6 +3,7 @@ package notes
 import (
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -12,75 +13,39 @@ import (
 	"github.com/keelson/keelson/platform/tenancy"
 )
 
-// Note is a titled text of one tenant. Version maps to PostgreSQL's xmin: every Save of a loaded note
-// adds `AND xmin = <version read>`, so a write that lost a race gets a *concurrency.ConflictError.
-// tenancy.Owned maps tenant_id: every statement on notes is scoped to the tenant of its context.
+// Note is a titled text of one tenant, and its own JSON: tenant_id stays out of it. Version maps to
+// PostgreSQL's xmin: every Save of a loaded note adds `AND xmin = <version read>`, so a write that lost
+// a race gets a *concurrency.ConflictError. tenancy.Owned scopes every statement on notes to the
+// tenant of its context.
 type Note struct {
-	ID uuid.UUID `gorm:"type:uuid;primaryKey"`
+	ID uuid.UUID `gorm:"type:uuid;primaryKey" json:"id"`
 	tenancy.Owned
-	ConversationID *uuid.UUID `gorm:"type:uuid"`
-	Title          string
-	Body           string
-	WordCount      *int // nil until the count job ran
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	Version        concurrency.RowVersion `gorm:"column:xmin;->;-:migration;default:(-)"`
+	Title     string                 `json:"title"`
+	Body      string                 `json:"body"`
+	WordCount *int                   `json:"word_count"` // null until the count job ran
+	CreatedAt time.Time              `json:"created_at"`
+	UpdatedAt time.Time              `json:"updated_at"`
+	Version   concurrency.RowVersion `gorm:"column:xmin;->;-:migration;default:(-)" json:"version"`
 }
 
-// NoteChanged is the payload of note.created and note.edited.
-type NoteChanged struct {
-	NoteID uuid.UUID `json:"note_id" format:"uuid"`
-	Title  string    `json:"title"`
-}
-
-// Changes is a partial edit; nil fields stay as they are.
+// Changes is the body of POST and PATCH; a field left out stays as it is.
 type Changes struct {
-	Title *string
-	Body  *string
+	Title *string `json:"title,omitempty"`
+	Body  *string `json:"body,omitempty"`
 }
 
-// apply validates and applies an edit.
+// apply makes the changes and checks the note's rules: a title of 1 to 200 characters, a body of at most 64 KiB.
 func (n *Note) apply(c Changes) error {
-	title, body := n.Title, n.Body
 	if c.Title != nil {
-		title = *c.Title
+		n.Title = strings.TrimSpace(*c.Title)
 	}
 	if c.Body != nil {
-		body = *c.Body
+		n.Body = *c.Body
 	}
-	if err := validate(title, body); err != nil {
-		return err
-	}
-	n.Title, n.Body = strings.TrimSpace(title), body
-	return nil
-}
-
-func validate(title, body string) error {
+	n.UpdatedAt = database.Now()
 	var v apperr.Validator
-	title = strings.TrimSpace(title)
-	v.Check(title != "", "title", "must not be empty")
-	v.Check(len([]rune(title)) <= 200, "title", "must be at most 200 characters")
-	v.Check(len(body) <= 64<<10, "body", "must be at most 64 KiB")
+	v.Check(n.Title != "", "title", "must not be empty")
+	v.Check(utf8.RuneCountInString(n.Title) <= 200, "title", "must be at most 200 characters")
+	v.Check(len(n.Body) <= 64<<10, "body", "must be at most 64 KiB")
 	return v.Err()
 }
-
-// newNote builds a note with a fresh UUID v7; conversationID links it to a conversation, or is nil.
-func newNote(title, body string, conversationID *uuid.UUID) (*Note, error) {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return nil, err
-	}
-	now := database.Now()
-	return &Note{ID: id, ConversationID: conversationID, Title: title, Body: body, CreatedAt: now, UpdatedAt: now}, nil
-}
-
-// truncate cuts s to at most n characters.
-func truncate(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n])
-	}
-	return s
-}
-
-// wordCount is what the count job computes.
-func wordCount(body string) int { return len(strings.Fields(body)) }

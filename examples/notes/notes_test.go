@@ -11,22 +11,18 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/examples/notes"
-	"github.com/keelson/keelson/modules/conversations/contract"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/database/dbtest"
 	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/httpapi"
-	"github.com/keelson/keelson/platform/messaging"
-	"github.com/keelson/keelson/platform/tenancy"
 )
 
 type noteBody struct {
-	ID             string  `json:"id"`
-	ConversationID *string `json:"conversation_id"`
-	Title          string  `json:"title"`
-	Body           string  `json:"body"`
-	WordCount      *int    `json:"word_count"`
-	Version        string  `json:"version"`
+	ID        string `json:"id"`
+	Title     string `json:"title"`
+	Body      string `json:"body"`
+	WordCount *int   `json:"word_count"`
+	Version   string `json:"version"`
 }
 
 // cluster is the notes module in two replicas, each on its own connection pool, wired by the same
@@ -87,7 +83,7 @@ func TestNotesModuleEndToEnd(t *testing.T) {
 		return n.WordCount != nil && *n.WordCount == 3
 	}, "the word count job")
 	hosttest.Eventually(t, 20*time.Second, func() bool { return len(c.recorder.OfType(notes.EventNoteCreated)) == 1 }, "note.created")
-	var changed notes.NoteChanged
+	var changed notes.NoteCreated
 	if err := c.recorder.OfType(notes.EventNoteCreated)[0].Decode(&changed); err != nil || changed.NoteID.String() != note.ID {
 		t.Fatalf("note.created payload %+v %v", changed, err)
 	}
@@ -155,54 +151,19 @@ func TestNotesModuleEndToEnd(t *testing.T) {
 	if n := hosttest.Count(t, c.db, "SELECT count(*) FROM notes"); n != 1 {
 		t.Fatalf("%d notes after bad input, want 1", n)
 	}
-}
 
-func TestNotesOpensOneNotePerConversationEvenWhenTheEventIsRepeated(t *testing.T) {
-	c := startCluster(t)
-	ctx := context.Background()
-	conversationID := uuid.New()
-	e, err := messaging.NewEvent(tenancy.With(ctx, tenancy.DefaultID), "conversations", contract.EventConversationCreated,
-		contract.ConversationCreated{ConversationID: conversationID, Title: "Trip to Lisbon", CreatedAt: time.Now().UTC()})
-	if err != nil {
-		t.Fatal(err)
+	// The list pages oldest first: a page of one, then the rest through its cursor.
+	second := hosttest.Decode[noteBody](t, c.replicas[0].Do(t, http.MethodPost, "/api/v1/notes", map[string]any{"title": "Second"}))
+	type page struct {
+		Items      []noteBody `json:"items"`
+		NextCursor *string    `json:"next_cursor"`
 	}
-	// What the conversations module does, twice with the same event id (a redelivery).
-	events := c.replicas[0].Registry.Events
-	for range 2 {
-		if err := c.db.WithTx(ctx, func(ctx context.Context) error { return events.Publish(ctx, e) }); err != nil {
-			t.Fatal(err)
-		}
+	first := hosttest.Decode[page](t, c.replicas[1].Do(t, http.MethodGet, "/api/v1/notes?limit=1", nil))
+	if len(first.Items) != 1 || first.Items[0].ID != note.ID || first.NextCursor == nil {
+		t.Fatalf("first page %+v", first)
 	}
-	hosttest.Eventually(t, 20*time.Second, func() bool {
-		return hosttest.Count(t, c.db, "SELECT count(*) FROM notes WHERE conversation_id = $1 AND word_count IS NOT NULL", conversationID) == 1
-	}, "the note of the conversation, counted")
-	// Both copies were consumed (by either replica) and the second was skipped by the inbox.
-	hosttest.Eventually(t, 20*time.Second, func() bool {
-		return c.handled(t, notes.ConsumerNotes) == 2
-	}, "both copies consumed")
-	if failed := c.counter(t, "keelson_messages_failed_total", notes.ConsumerNotes); failed != 0 {
-		t.Fatalf("%v handler attempts failed, want 0", failed)
+	rest := hosttest.Decode[page](t, c.replicas[0].Do(t, http.MethodGet, "/api/v1/notes?limit=1&cursor="+*first.NextCursor, nil))
+	if len(rest.Items) != 1 || rest.Items[0].ID != second.ID || rest.NextCursor != nil {
+		t.Fatalf("second page %+v", rest)
 	}
-	var title string
-	if err := c.db.SQL().QueryRow("SELECT title FROM notes WHERE conversation_id = $1", conversationID).Scan(&title); err != nil || title != "Notes on Trip to Lisbon" {
-		t.Fatalf("note title %q (%v)", title, err)
-	}
-	if n := hosttest.Count(t, c.db, "SELECT count(*) FROM notes WHERE conversation_id = $1", conversationID); n != 1 {
-		t.Fatalf("%d notes for the conversation, want 1", n)
-	}
-}
-
-// handled sums a consumer's handled messages over the replicas.
-func (c *cluster) handled(t *testing.T, consumer string) float64 {
-	return c.counter(t, "keelson_messages_handled_total", consumer)
-}
-
-// counter sums one consumer's samples of a counter family over the replicas' registries.
-func (c *cluster) counter(t *testing.T, family, consumer string) float64 {
-	t.Helper()
-	var sum float64
-	for _, r := range c.replicas {
-		sum += hosttest.Metric(t, r.Metrics, family, "consumer", consumer)
-	}
-	return sum
 }

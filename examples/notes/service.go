@@ -2,137 +2,132 @@ package notes
 
 import (
 	"context"
-	"errors"
+	"net/http"
 	"strings"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
 
-	"github.com/keelson/keelson/modules/conversations/contract"
-	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/jobs"
-	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
 )
 
-// Service holds the use cases. Each write is one unit of work: the row, the integration event
-// and the enqueued job commit together or not at all.
+// Service answers the routes and runs the job. Each write is one unit of work: the row, the
+// integration event and the enqueued job commit together or not at all. Errors are not mapped here:
+// httpapi.Handle turns them into problem+json (apperr.NotFound 404, a validation error 422, ...).
 type Service struct {
 	db     *database.DB
 	events module.EventPublisher
 	jobs   module.JobEnqueuer
 }
 
-// Create stores a new note, publishes note.created and enqueues its word count.
-func (s *Service) Create(ctx context.Context, title, body string) (*Note, error) {
-	if err := validate(title, body); err != nil {
+// mount declares the routes; the served /openapi.json describes them from the same declarations.
+func (s *Service) mount(api *httpapi.API) {
+	g := api.Module("/notes", "notes").Scopes(auth.ConversationsRead, auth.ConversationsWrite)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, ID: "createNote", Summary: "Write a note.",
+		Status: http.StatusCreated}, s.create)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, ID: "listNotes", Summary: "List notes, oldest first."}, s.list)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/{id}", ID: "getNote", Summary: "Read a note."}, s.get)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPatch, Path: "/{id}", ID: "editNote",
+		Summary: "Edit a note's title or body."}, s.edit)
+}
+
+type createIn struct{ Body Changes }
+
+// create stores a new note, publishes note.created and enqueues its word count.
+func (s *Service) create(ctx context.Context, in *createIn) (*httpapi.Created[Note], error) {
+	n := &Note{ID: uuid.Must(uuid.NewV7())} // crypto/rand does not fail
+	if err := n.apply(in.Body); err != nil {
 		return nil, err
 	}
-	n, err := newNote(strings.TrimSpace(title), body, nil)
+	n.CreatedAt = n.UpdatedAt
+	err := s.db.WithTx(ctx, func(ctx context.Context) error {
+		if err := s.db.Conn(ctx).Create(n).Error; err != nil {
+			return err
+		}
+		if err := module.Publish(ctx, s.events, Name, EventNoteCreated, NoteCreated{NoteID: n.ID, Title: n.Title}); err != nil {
+			return err
+		}
+		return s.countLater(ctx, n.ID)
+	})
 	if err != nil {
 		return nil, err
 	}
-	if err := s.db.WithTx(ctx, func(ctx context.Context) error { return s.create(ctx, n) }); err != nil {
-		return nil, err
-	}
-	return n, nil
+	return &httpapi.Created[Note]{ETag: n.Version.String(), Location: httpapi.APIPrefix + "/notes/" + n.ID.String(), Body: *n}, nil
 }
 
-// create inserts n and runs afterWrite, inside the caller's unit of work.
-func (s *Service) create(ctx context.Context, n *Note) error {
-	if err := s.db.Conn(ctx).Create(n).Error; err != nil {
-		return err
-	}
-	return s.afterWrite(ctx, n, EventNoteCreated)
+type listIn struct{ Page httpapi.Page }
+
+// list pages through the notes oldest first (UUID v7 ids sort by time), the last id as cursor.
+func (s *Service) list(ctx context.Context, in *listIn) (*httpapi.ListOut[Note], error) {
+	return httpapi.PageOf(in.Page, func(after uuid.UUID, limit int) ([]Note, error) {
+		var notes []Note
+		return notes, s.db.Conn(ctx).Where("id > ?", after).Order("id").Limit(limit).Find(&notes).Error
+	}, func(last Note) uuid.UUID { return last.ID }, func(n *Note) Note { return *n })
 }
 
-// Get returns one note; an unknown id is apperr.NotFound (404).
-func (s *Service) Get(ctx context.Context, id uuid.UUID) (*Note, error) {
-	var n Note
-	if err := s.db.Conn(ctx).First(&n, "id = ?", id).Error; err != nil {
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return nil, apperr.NotFound("note", id.String())
-		}
-		return nil, err
-	}
-	return &n, nil
+type getIn struct {
+	ID uuid.UUID `path:"id"`
 }
 
-// Edit applies changes to the note as read in this unit of work, if it still has the version pre
-// names (If-Match, else 412); Save compares xmin in the database (409 when another writer committed in between).
-func (s *Service) Edit(ctx context.Context, id uuid.UUID, changes Changes, pre concurrency.Precondition) (*Note, error) {
-	return database.Update(ctx, s.db, database.Change[Note]{
-		Load:    func(ctx context.Context) (*Note, error) { return s.Get(ctx, id) },
+func (s *Service) get(ctx context.Context, in *getIn) (*httpapi.Versioned[Note], error) {
+	return versioned(database.Get[Note](ctx, s.db, "note", in.ID))
+}
+
+type editIn struct {
+	ID   uuid.UUID                `path:"id"`
+	If   concurrency.Precondition // If-Match
+	Body Changes
+}
+
+// edit is the platform's one update shape: load the note, check the client's If-Match (412), change
+// it, save it under the xmin check (409 when another writer committed in between).
+func (s *Service) edit(ctx context.Context, in *editIn) (*httpapi.Versioned[Note], error) {
+	return versioned(database.Update(ctx, s.db, database.Change[Note]{
+		Load:    func(ctx context.Context) (*Note, error) { return database.Get[Note](ctx, s.db, "note", in.ID) },
 		Version: func(n *Note) string { return n.Version.String() },
-		If:      pre,
+		If:      in.If,
 		Apply: func(ctx context.Context, n *Note) error {
-			if err := n.apply(changes); err != nil {
+			if err := n.apply(in.Body); err != nil {
 				return err
 			}
-			n.UpdatedAt = database.Now()
-			return s.afterWrite(ctx, n, EventNoteEdited)
+			return s.countLater(ctx, n.ID)
 		},
-	})
+	}))
 }
 
-// afterWrite publishes the integration event and enqueues the word count in the caller's unit of work.
-func (s *Service) afterWrite(ctx context.Context, n *Note, eventType string) error {
-	e, err := messaging.NewEvent(ctx, Name, eventType, NoteChanged{NoteID: n.ID, Title: n.Title})
+// versioned answers a note with its version as ETag, or the error that kept it.
+func versioned(n *Note, err error) (*httpapi.Versioned[Note], error) {
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := s.events.Publish(ctx, e); err != nil {
-		return err
-	}
-	// One pending count per note is enough: the job reads the body when it runs.
-	_, err = s.jobs.Enqueue(ctx, KindCountWords, countWordsJob{NoteID: n.ID},
-		jobs.EnqueueOptions{DedupeKey: n.ID.String()})
-	return err
+	return &httpapi.Versioned[Note]{ETag: n.Version.String(), Body: *n}, nil
 }
 
-// countWordsJob is the payload of notes.count_words.
 type countWordsJob struct {
 	NoteID uuid.UUID `json:"note_id"`
 }
 
-// countWords stores the note's word count. Save is xmin-guarded: if an edit commits while the job
-// runs, Save returns a conflict, the attempt fails, and the retry counts the new body.
+// countLater enqueues the word count in the caller's unit of work; while one is pending, another is a
+// no-op: the job reads the body when it runs.
+func (s *Service) countLater(ctx context.Context, id uuid.UUID) error {
+	_, err := s.jobs.Enqueue(ctx, KindCountWords, countWordsJob{NoteID: id}, jobs.EnqueueOptions{DedupeKey: id.String()})
+	return err
+}
+
+// countWords stores the note's word count. The write is xmin-guarded: an edit committed since the
+// read makes it a conflict, the attempt fails, and the retry counts the new body.
 func (s *Service) countWords(ctx context.Context, job jobs.Job) error {
 	var p countWordsJob
 	if err := job.Decode(&p); err != nil {
 		return err
 	}
-	return s.db.WithTx(ctx, func(ctx context.Context) error {
-		n, err := s.Get(ctx, p.NoteID)
-		if errors.Is(err, apperr.ErrNotFound) {
-			return nil // deleted meanwhile: nothing to count
-		}
-		if err != nil {
-			return err
-		}
-		count := wordCount(n.Body)
-		if n.WordCount != nil && *n.WordCount == count {
-			return nil
-		}
-		n.WordCount = &count
-		return s.db.Conn(ctx).Save(n).Error
-	})
-}
-
-// onConversationCreated opens a note for every new conversation. The inbox (ProcessOnce) makes a
-// redelivered event a no-op; the UNIQUE conversation_id would refuse a second note anyway.
-func (s *Service) onConversationCreated(ctx context.Context, e messaging.Event) error {
-	var created contract.ConversationCreated
-	if err := e.Decode(&created); err != nil {
+	n, err := database.Get[Note](ctx, s.db, "note", p.NoteID)
+	if err != nil {
 		return err
 	}
-	return messaging.ProcessOnce(ctx, s.db, ConsumerNotes, e.ID, func(ctx context.Context) error {
-		n, err := newNote(truncate("Notes on "+created.Title, 200), "", &created.ConversationID)
-		if err != nil {
-			return err
-		}
-		return s.create(ctx, n)
-	})
+	return s.db.Conn(ctx).Model(n).UpdateColumn("word_count", len(strings.Fields(n.Body))).Error
 }

@@ -68,10 +68,7 @@ func (h *handlers) mount(api *httpapi.API) {
 		Summary: "Get one message of a conversation."}, h.message)
 }
 
-type conversationOut struct {
-	ETag string `header:"ETag"`
-	Body conversationResponse
-}
+type conversationOut = httpapi.Versioned[conversationResponse]
 
 func conversationAnswer(conv *Conversation) *conversationOut {
 	return &conversationOut{ETag: conv.Version(), Body: toConversationResponse(conv)}
@@ -81,13 +78,7 @@ type createIn struct {
 	Body titleRequest
 }
 
-type createdOut struct {
-	ETag     string `header:"ETag"`
-	Location string `header:"Location"`
-	Body     conversationResponse
-}
-
-func (h *handlers) create(ctx context.Context, in *createIn) (*createdOut, error) {
+func (h *handlers) create(ctx context.Context, in *createIn) (*httpapi.Created[conversationResponse], error) {
 	if err := requireField(in.Body.Title, "title"); err != nil {
 		return nil, err
 	}
@@ -95,7 +86,7 @@ func (h *handlers) create(ctx context.Context, in *createIn) (*createdOut, error
 	if err != nil {
 		return nil, err
 	}
-	return &createdOut{ETag: conv.Version(), Location: httpapi.APIPrefix + "/conversations/" + conv.ID.String(),
+	return &httpapi.Created[conversationResponse]{ETag: conv.Version(), Location: httpapi.APIPrefix + "/conversations/" + conv.ID.String(),
 		Body: toConversationResponse(conv)}, nil
 }
 
@@ -103,22 +94,10 @@ type listIn struct {
 	Page httpapi.Page
 }
 
-type listOut[T any] struct {
-	Body httpapi.List[T]
-}
-
-func (h *handlers) list(ctx context.Context, in *listIn) (*listOut[conversationResponse], error) {
-	items, next, err := httpapi.Paginate(in.Page, func(after conversationCursor, limit int) ([]Conversation, error) {
+func (h *handlers) list(ctx context.Context, in *listIn) (*httpapi.ListOut[conversationResponse], error) {
+	return httpapi.PageOf(in.Page, func(after conversationCursor, limit int) ([]Conversation, error) {
 		return h.service.List(ctx, after, limit)
-	}, func(last Conversation) conversationCursor { return conversationCursor{ID: last.ID} })
-	if err != nil {
-		return nil, err
-	}
-	out := make([]conversationResponse, len(items))
-	for i := range items {
-		out[i] = toConversationResponse(&items[i])
-	}
-	return &listOut[conversationResponse]{Body: httpapi.NewList(out, next)}, nil
+	}, func(last Conversation) conversationCursor { return conversationCursor{ID: last.ID} }, toConversationResponse)
 }
 
 type byID struct {
@@ -188,18 +167,10 @@ type messagesIn struct {
 	Page httpapi.Page
 }
 
-func (h *handlers) messages(ctx context.Context, in *messagesIn) (*listOut[messageResponse], error) {
-	items, next, err := httpapi.Paginate(in.Page, func(after messageCursor, limit int) ([]Message, error) {
+func (h *handlers) messages(ctx context.Context, in *messagesIn) (*httpapi.ListOut[messageResponse], error) {
+	return httpapi.PageOf(in.Page, func(after messageCursor, limit int) ([]Message, error) {
 		return h.service.Messages(ctx, in.ID, after, limit)
-	}, func(last Message) messageCursor { return messageCursor{CreatedAt: last.CreatedAt, ID: last.ID} })
-	if err != nil {
-		return nil, err
-	}
-	out := make([]messageResponse, len(items))
-	for i := range items {
-		out[i] = toMessageResponse(&items[i])
-	}
-	return &listOut[messageResponse]{Body: httpapi.NewList(out, next)}, nil
+	}, func(last Message) messageCursor { return messageCursor{CreatedAt: last.CreatedAt, ID: last.ID} }, toMessageResponse)
 }
 
 type messageIn struct {

@@ -2,7 +2,6 @@ package conversations
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/google/uuid"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/jobs"
-	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
 )
 
@@ -162,14 +160,7 @@ func (s *Service) Messages(ctx context.Context, conversationID uuid.UUID, after 
 }
 
 func (s *Service) publish(ctx context.Context, eventType string, payload any) error {
-	e, err := messaging.NewEvent(ctx, ModuleName, eventType, payload)
-	if err != nil {
-		return err
-	}
-	if err := s.events.Publish(ctx, e); err != nil {
-		return fmt.Errorf("publish %s: %w", eventType, err)
-	}
-	return nil
+	return module.Publish(ctx, s.events, ModuleName, eventType, payload)
 }
 
 func messageCreated(m *Message) contract.MessageCreated {

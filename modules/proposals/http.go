@@ -72,29 +72,14 @@ type listIn struct {
 	ConversationID uuid.UUID `query:"conversation_id"`
 }
 
-type listOut struct {
-	Body httpapi.List[proposalResponse]
-}
-
-func (h *handlers) list(ctx context.Context, in *listIn) (*listOut, error) {
+func (h *handlers) list(ctx context.Context, in *listIn) (*httpapi.ListOut[proposalResponse], error) {
 	f := listFilter{Status: in.Status, ConversationID: in.ConversationID}
-	items, next, err := httpapi.Paginate(in.Page, func(after listCursor, limit int) ([]Proposal, error) {
+	return httpapi.PageOf(in.Page, func(after listCursor, limit int) ([]Proposal, error) {
 		return h.service.List(ctx, f, after, limit)
-	}, func(last Proposal) listCursor { return listCursor{ID: last.ID} })
-	if err != nil {
-		return nil, err
-	}
-	out := make([]proposalResponse, len(items))
-	for i := range items {
-		out[i] = toResponse(&items[i])
-	}
-	return &listOut{Body: httpapi.NewList(out, next)}, nil
+	}, func(last Proposal) listCursor { return listCursor{ID: last.ID} }, toResponse)
 }
 
-type proposalOut struct {
-	ETag string `header:"ETag"`
-	Body proposalResponse
-}
+type proposalOut = httpapi.Versioned[proposalResponse]
 
 func answer(p *Proposal) *proposalOut { return &proposalOut{ETag: p.Version(), Body: toResponse(p)} }
 

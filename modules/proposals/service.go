@@ -2,7 +2,6 @@ package proposals
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 
 	"github.com/google/uuid"
@@ -12,7 +11,6 @@ import (
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/database"
-	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
 )
 
@@ -150,12 +148,5 @@ func (s *Service) recordResult(ctx context.Context, r contract.ActionResult) err
 }
 
 func (s *Service) publish(ctx context.Context, eventType string, payload any) error {
-	e, err := messaging.NewEvent(ctx, ModuleName, eventType, payload)
-	if err != nil {
-		return err
-	}
-	if err := s.events.Publish(ctx, e); err != nil {
-		return fmt.Errorf("publish %s: %w", eventType, err)
-	}
-	return nil
+	return module.Publish(ctx, s.events, ModuleName, eventType, payload)
 }

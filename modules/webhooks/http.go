@@ -65,10 +65,7 @@ type writeByID struct {
 }
 
 // subscriptionOut is a subscription with its version as ETag.
-type subscriptionOut struct {
-	ETag string `header:"ETag"`
-	Body subscriptionResponse
-}
+type subscriptionOut = httpapi.Versioned[subscriptionResponse]
 
 func subscriptionAnswer(resp subscriptionResponse) *subscriptionOut {
 	return &subscriptionOut{ETag: resp.Version, Body: resp}
@@ -139,13 +136,7 @@ type createSubscriptionIn struct {
 	Body createSubscriptionRequest
 }
 
-type createdSubscriptionOut struct {
-	ETag     string `header:"ETag"`
-	Location string `header:"Location"`
-	Body     subscriptionResponse
-}
-
-func (h handlers) createSubscription(ctx context.Context, in *createSubscriptionIn) (*createdSubscriptionOut, error) {
+func (h handlers) createSubscription(ctx context.Context, in *createSubscriptionIn) (*httpapi.Created[subscriptionResponse], error) {
 	sub, secret, err := h.s.CreateSubscription(ctx, SubscriptionInput(in.Body))
 	if err != nil {
 		return nil, err
@@ -153,7 +144,7 @@ func (h handlers) createSubscription(ctx context.Context, in *createSubscription
 	resp := toSubscriptionResponse(sub)
 	resp.Secret = secret
 	resp.Warnings = h.s.patternWarnings(sub.EventTypes)
-	return &createdSubscriptionOut{ETag: resp.Version, Location: httpapi.APIPrefix + "/webhooks/subscriptions/" + sub.ID.String(), Body: resp}, nil
+	return &httpapi.Created[subscriptionResponse]{ETag: resp.Version, Location: httpapi.APIPrefix + "/webhooks/subscriptions/" + sub.ID.String(), Body: resp}, nil
 }
 
 type subscriptionCursor struct {
@@ -164,22 +155,13 @@ type listIn struct {
 	Page httpapi.Page
 }
 
-type listOut[T any] struct {
-	Body httpapi.List[T]
-}
+type listOut[T any] = httpapi.ListOut[T]
 
 func (h handlers) listSubscriptions(ctx context.Context, in *listIn) (*listOut[subscriptionResponse], error) {
-	subs, next, err := httpapi.Paginate(in.Page, func(cur subscriptionCursor, limit int) ([]Subscription, error) {
+	return httpapi.PageOf(in.Page, func(cur subscriptionCursor, limit int) ([]Subscription, error) {
 		return h.s.Subscriptions(ctx, cur.After, limit)
-	}, func(last Subscription) subscriptionCursor { return subscriptionCursor{After: last.ID} })
-	if err != nil {
-		return nil, err
-	}
-	items := make([]subscriptionResponse, len(subs))
-	for i, s := range subs {
-		items[i] = toSubscriptionResponse(s)
-	}
-	return &listOut[subscriptionResponse]{Body: httpapi.NewList(items, next)}, nil
+	}, func(last Subscription) subscriptionCursor { return subscriptionCursor{After: last.ID} },
+		func(s *Subscription) subscriptionResponse { return toSubscriptionResponse(*s) })
 }
 
 func (h handlers) getSubscription(ctx context.Context, in *byID) (*subscriptionOut, error) {
@@ -366,23 +348,13 @@ func (h handlers) listDeliveries(ctx context.Context, in *listDeliveriesIn) (*li
 			return nil, httpapi.InvalidQuery("event_type", err.Error())
 		}
 	}
-	ds, next, err := httpapi.Paginate(in.Page, func(cur deliveryCursor, limit int) ([]Delivery, error) {
+	return httpapi.PageOf(in.Page, func(cur deliveryCursor, limit int) ([]Delivery, error) {
 		return h.s.Deliveries(ctx, f, cur.Before, limit)
-	}, func(last Delivery) deliveryCursor { return deliveryCursor{Before: last.ID} })
-	if err != nil {
-		return nil, err
-	}
-	items := make([]deliveryResponse, len(ds))
-	for i, d := range ds {
-		items[i] = toDeliveryResponse(d)
-	}
-	return &listOut[deliveryResponse]{Body: httpapi.NewList(items, next)}, nil
+	}, func(last Delivery) deliveryCursor { return deliveryCursor{Before: last.ID} },
+		func(d *Delivery) deliveryResponse { return toDeliveryResponse(*d) })
 }
 
-type deliveryOut struct {
-	ETag string `header:"ETag"`
-	Body deliveryResponse
-}
+type deliveryOut = httpapi.Versioned[deliveryResponse]
 
 func (h handlers) getDelivery(ctx context.Context, in *byID) (*deliveryOut, error) {
 	d, attempts, err := h.s.Delivery(ctx, in.ID)

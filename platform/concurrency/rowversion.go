@@ -29,3 +29,16 @@ func ParseRowVersion(s string) (RowVersion, error) {
 	}
 	return RowVersion(n), nil
 }
+
+// MarshalText makes a version the decimal string clients see in JSON (the API's "version" field).
+func (v RowVersion) MarshalText() ([]byte, error) { return []byte(v.String()), nil }
+
+// UnmarshalText reads a version written by MarshalText.
+func (v *RowVersion) UnmarshalText(b []byte) error {
+	parsed, err := ParseRowVersion(string(b))
+	if err != nil {
+		return err
+	}
+	*v = parsed
+	return nil
+}

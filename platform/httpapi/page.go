@@ -104,3 +104,21 @@ func Paginate[T, C any](p Page, load func(after C, limit int) ([]T, error), curs
 	items = items[:p.Limit]
 	return items, EncodeCursor(cursorOf(items[len(items)-1])), nil
 }
+
+// ListOut is the output of a list route.
+type ListOut[T any] struct {
+	Body List[T]
+}
+
+// PageOf answers one page of a list: Paginate, then each item turned into its response by respond.
+func PageOf[T, C, R any](p Page, load func(after C, limit int) ([]T, error), cursorOf func(last T) C, respond func(*T) R) (*ListOut[R], error) {
+	items, next, err := Paginate(p, load, cursorOf)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]R, len(items))
+	for i := range items {
+		out[i] = respond(&items[i])
+	}
+	return &ListOut[R]{Body: NewList(out, next)}, nil
+}

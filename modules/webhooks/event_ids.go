@@ -3,6 +3,8 @@ package webhooks
 import (
 	"context"
 	"fmt"
+
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // CodeEventIDReused is the 409 of a POST /events whose id is stored with another type or data.
@@ -11,7 +13,7 @@ const CodeEventIDReused = "event_id_reused"
 // sameEvent compares a stored event with ev as PostgreSQL sees them: data as jsonb, so key order and
 // whitespace do not matter.
 func (s store) sameEvent(ctx context.Context, ev *eventRecord) (bool, error) {
-	tenant, err := tenantOf(ctx)
+	tenant, err := tenancy.Require(ctx)
 	if err != nil {
 		return false, err
 	}

@@ -205,7 +205,7 @@ func (s *Service) recoverNextBatch(ctx context.Context, opID uuid.UUID, size int
 		}
 		last := batch[len(batch)-1].ID
 		requeued = len(batch)
-		tenant, err := tenantOf(ctx)
+		tenant, err := tenancy.Require(ctx)
 		if err != nil {
 			return err
 		}
@@ -216,7 +216,7 @@ func (s *Service) recoverNextBatch(ctx context.Context, opID uuid.UUID, size int
 }
 
 func (s *Service) finishOperation(ctx context.Context, id uuid.UUID, status OperationStatus, message string) error {
-	tenant, err := tenantOf(ctx)
+	tenant, err := tenancy.Require(ctx)
 	if err != nil {
 		return err
 	}

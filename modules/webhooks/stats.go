@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // WindowStats sums up a subscription's attempts started within a window.
@@ -63,7 +65,7 @@ func (s *Service) SubscriptionStats(ctx context.Context, id uuid.UUID) (Subscrip
 // attemptStats counts the attempts started since from; durations are those of finished attempts.
 func (s store) attemptStats(ctx context.Context, subID uuid.UUID, from time.Time) (WindowStats, error) {
 	var ws WindowStats
-	tenant, err := tenantOf(ctx)
+	tenant, err := tenancy.Require(ctx)
 	if err != nil {
 		return ws, err
 	}
@@ -78,7 +80,7 @@ func (s store) attemptStats(ctx context.Context, subID uuid.UUID, from time.Time
 }
 
 func (s store) backlogOf(ctx context.Context, subID uuid.UUID, now time.Time, out *SubscriptionStats) error {
-	tenant, err := tenantOf(ctx)
+	tenant, err := tenancy.Require(ctx)
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,15 @@ func From(ctx context.Context) (uuid.UUID, bool) {
 	return id, ok && id != uuid.Nil
 }
 
+// Require returns the tenant ctx acts for, or ErrNoTenant: what raw SQL on tenant data writes into its
+// WHERE, since the plugin scopes model-bound statements only.
+func Require(ctx context.Context) (uuid.UUID, error) {
+	if id, ok := From(ctx); ok {
+		return id, nil
+	}
+	return uuid.Nil, ErrNoTenant
+}
+
 // System returns ctx for work that spans tenants; reason names it in logs and errors ("sweep", "retention").
 // A tenant set in ctx still wins: System never widens a tenant's view.
 func System(ctx context.Context, reason string) context.Context {

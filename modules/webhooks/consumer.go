@@ -137,7 +137,8 @@ func (s *Service) send(ctx context.Context, t taken) sendResult {
 }
 
 // recordOutcome stores the delivery's new state, closes the attempt and updates the subscription's
-// health atomically, with the xmin check; then applies what the outcome says about the endpoint:
+// health atomically, with the xmin check, in a batch with the outcomes of concurrent sends
+// (store.recordOutcomes), and waits for that batch to commit; then applies what the outcome says about the endpoint:
 // 410 disables it at once, a long run of failures disables it (Config.DisableAfter).
 func (s *Service) recordOutcome(ctx context.Context, t taken, res sendResult) error {
 	d, attempt := t.delivery, t.attempt
@@ -149,7 +150,7 @@ func (s *Service) recordOutcome(ctx context.Context, t taken, res sendResult) er
 		attempt.StatusCode = &code
 	}
 	now := s.now()
-	outcome, final := "succeeded", false
+	label, final := "succeeded", false
 	if res.Succeeded() {
 		attempt.Result = ResultSucceeded
 		d.MarkSucceeded(now, res.StatusCode)
@@ -157,36 +158,33 @@ func (s *Service) recordOutcome(ctx context.Context, t taken, res sendResult) er
 		attempt.Result = ResultFailed
 		final = d.MarkFailedRetryingAfter(now, res.StatusCode, res.ErrorClass+": "+res.Error, s.cfg.RetrySchedule, s.jitter,
 			min(res.RetryAfter, s.cfg.RetryAfterMax))
-		outcome = "retrying"
+		label = "retrying"
 		if final {
-			outcome = "failed"
+			label = "failed"
 		}
 		s.log.WarnContext(ctx, "webhook attempt failed", "delivery_id", d.ID, "subscription_id", d.SubscriptionID,
 			"attempt", attempt.Number, "error_class", res.ErrorClass, "status_code", res.StatusCode, "error", res.Error)
 	}
-	var won bool
-	var health SubscriptionHealth
-	var err error
+	o := outcome{delivery: d, attempt: attempt}
 	if final {
 		// The last failure also announces itself: outcome and event commit together.
-		err = s.db.WithTx(ctx, func(ctx context.Context) error {
-			if won, health, err = s.store.recordOutcome(ctx, d, attempt, now); err != nil || !won {
-				return err
-			}
-			return s.publishFailed(ctx, d)
-		})
-	} else {
-		won, health, err = s.store.recordOutcome(ctx, d, attempt, now)
+		failed, err := s.deliveryFailed(ctx, d)
+		if err != nil {
+			return err
+		}
+		o.failed = &failed
 	}
+	c, err := s.outcomes.do(ctx, o)
 	if err != nil {
 		return err
 	}
+	won, health := c.won, c.health
 	if !won {
 		s.log.InfoContext(ctx, "delivery changed while it was being sent (redelivered): attempt superseded",
 			"delivery_id", d.ID, "attempt", attempt.Number)
-		outcome = "dropped"
+		label = "dropped"
 	}
-	s.metrics.outcome(outcome)
+	s.metrics.outcome(label)
 	switch {
 	case res.Gone():
 		return s.disableSubscription(ctx, d.SubscriptionID, ReasonGone, nil)
@@ -198,16 +196,16 @@ func (s *Service) recordOutcome(ctx context.Context, t taken, res sendResult) er
 	return nil
 }
 
-// publishFailed tells other modules a delivery exhausted its schedule.
-func (s *Service) publishFailed(ctx context.Context, d *Delivery) error {
+// deliveryFailed is the event telling other modules a delivery exhausted its schedule.
+func (s *Service) deliveryFailed(ctx context.Context, d *Delivery) (messaging.Event, error) {
 	e, err := messaging.NewEvent(ctx, contract.Source, contract.DeliveryFailed, contract.DeliveryFailedPayload{
 		DeliveryID: d.ID, SubscriptionID: d.SubscriptionID, EventID: d.EventID, EventType: d.EventType,
 		AttemptCount: d.AttemptCount, LastStatusCode: d.LastStatusCode, LastError: d.LastError,
 	})
-	if err != nil {
-		return err
+	if d.TenantID != uuid.Nil {
+		e.TenantID = d.TenantID
 	}
-	return s.events.Publish(ctx, e)
+	return e, err
 }
 
 // headerMap is a small string map stored as a jsonb object.

@@ -233,6 +233,7 @@ type Service struct {
 	gate     *sendGate
 	rates    *rateCache
 	sealer   sealer // secrets and header values at rest; set by Register (none: stored as they are)
+	outcomes *batcher[outcome, committed]
 }
 
 // NewService wires the service; cfg must have passed Validate.
@@ -261,12 +262,14 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: metrics: %w", err)
 	}
-	return &Service{
+	svc := &Service{
 		cfg: cfg, db: db, store: store{db: db}, events: events, catalog: catalog, targets: targets,
 		sender: newSender(cfg.SendTimeout, targets, time.Now),
 		log:    log, metrics: met, now: database.Now, jitter: jitter, instance: defaultInstance(),
 		gate: newSendGate(cfg.Concurrency, cfg.EndpointConcurrency, time.Now), rates: &rateCache{},
-	}, nil
+	}
+	svc.outcomes = newBatcher(outcomeBatch, svc.writeOutcomes)
+	return svc, nil
 }
 
 func defaultInstance() string {

@@ -240,59 +240,6 @@ func (s store) countDue(ctx context.Context, now time.Time) (int, error) {
 	return int(n), err
 }
 
-// recordOutcome writes a delivery's new state, closes its attempt with the result and updates the
-// subscription's health, in one statement. The delivery is written only if the row still has the
-// version the take returned (xmin, the check the concurrency plugin adds to Save); if a redelivery
-// changed it meanwhile the attempt is closed as superseded and the delivery is left to the
-// redelivery: won = false. The hot path of every delivery: one round trip. A success refreshes
-// last_success_at at most once a second per subscription unless it ends a run of failures, so a busy
-// endpoint's successes do not all write its health row.
-func (s store) recordOutcome(ctx context.Context, d *Delivery, a *Attempt, now time.Time) (won bool, h SubscriptionHealth, err error) {
-	health := `UPDATE webhook_subscription_health SET last_success_at = @now, consecutive_failures = 0, failing_since = NULL
-		WHERE subscription_id = @sub AND (consecutive_failures > 0 OR last_success_at IS NULL OR last_success_at < CAST(@now AS timestamptz) - interval '1 second')
-		RETURNING failing_since, consecutive_failures`
-	if a.Result != ResultSucceeded {
-		health = `INSERT INTO webhook_subscription_health AS h (subscription_id, last_failure_at, failing_since, consecutive_failures)
-		VALUES (@sub, @now, @started, 1)
-		ON CONFLICT (subscription_id) DO UPDATE SET last_failure_at = @now, consecutive_failures = h.consecutive_failures + 1,
-			failing_since = coalesce(h.failing_since, @started)
-		RETURNING failing_since, consecutive_failures`
-	}
-	tenant, err := tenantOf(ctx)
-	if err != nil {
-		return false, h, err
-	}
-	headers, err := a.ResponseHeaders.Value()
-	if err != nil {
-		return false, h, err
-	}
-	var result string
-	row := s.conn(ctx).Raw(`WITH updated AS (
-		UPDATE webhook_deliveries SET status = @status, attempt_count = @attempts, round_failures = @round, next_trigger = @trigger,
-			next_attempt_at = @next, claim_id = @claim, claimed_by = @claimed_by, last_status_code = @last_code,
-			last_error = @last_error, updated_at = @now
-		WHERE id = @id AND tenant_id = @tenant AND xmin = @version
-		RETURNING id),
-	health AS (`+health+`)
-	UPDATE webhook_attempts SET result = CASE WHEN EXISTS (SELECT 1 FROM updated) THEN @result ELSE 'superseded' END,
-		started_at = @started, duration_ms = @duration, status_code = @code, error_class = @class, error = @error,
-		response_excerpt = @excerpt, response_headers = @headers
-	WHERE id = @attempt AND tenant_id = @tenant
-	RETURNING result, (SELECT failing_since FROM health), coalesce((SELECT consecutive_failures FROM health), 0)`,
-		sql.Named("status", d.Status), sql.Named("attempts", d.AttemptCount), sql.Named("round", d.RoundFailures),
-		sql.Named("trigger", d.NextTrigger), sql.Named("next", d.NextAttemptAt), sql.Named("claim", d.ClaimID),
-		sql.Named("claimed_by", d.ClaimedBy), sql.Named("last_code", d.LastStatusCode), sql.Named("last_error", d.LastError),
-		sql.Named("now", now), sql.Named("tenant", tenant), sql.Named("id", d.ID), sql.Named("version", uint32(d.Version)), sql.Named("sub", d.SubscriptionID),
-		sql.Named("result", a.Result), sql.Named("started", a.StartedAt), sql.Named("duration", a.DurationMS),
-		sql.Named("code", a.StatusCode), sql.Named("class", a.ErrorClass), sql.Named("error", a.Error),
-		sql.Named("excerpt", a.ResponseExcerpt), sql.Named("headers", headers), sql.Named("attempt", a.ID)).Row()
-	h.SubscriptionID = d.SubscriptionID
-	if err := row.Scan(&result, &h.FailingSince, &h.ConsecutiveFailures); err != nil {
-		return false, h, fmt.Errorf("record outcome of delivery %s: %w", d.ID, err)
-	}
-	return result != string(ResultSuperseded), h, nil
-}
-
 // subscriptionForUpdate loads a live subscription and locks its row until the transaction ends.
 func (s store) subscriptionForUpdate(ctx context.Context, id uuid.UUID) (*Subscription, error) {
 	var sub Subscription

@@ -1,0 +1,119 @@
+package webhooks
+
+import (
+	"context"
+	"database/sql/driver"
+	"sync"
+	"time"
+)
+
+// batchWriteTimeout bounds one batched statement; the handlers waiting for it give up with their own contexts.
+const batchWriteTimeout = 10 * time.Second
+
+// batcher turns the requests of concurrent handlers into batched writes (group commit): a request
+// that arrives while a batch is being written joins the next one, which starts as soon as the
+// previous ends. There is no timer: a lone request is written at once, a burst shares one statement.
+// Each caller waits for its own result, so what a handler acknowledges is committed.
+type batcher[Req, Res any] struct {
+	max   int
+	write func(ctx context.Context, reqs []Req) ([]Res, error) // one result per request, in order
+	// split, if set, moves requests that must not share a batch with earlier ones to the next batch.
+	split func(reqs []Req) (now, later []int)
+
+	mu      sync.Mutex
+	queue   []batchCall[Req, Res]
+	running bool
+}
+
+type batchCall[Req, Res any] struct {
+	req  Req
+	done chan batchResult[Res]
+}
+
+type batchResult[Res any] struct {
+	res Res
+	err error
+}
+
+func newBatcher[Req, Res any](max int, write func(context.Context, []Req) ([]Res, error)) *batcher[Req, Res] {
+	return &batcher[Req, Res]{max: max, write: write}
+}
+
+// do queues req and waits for its result, or for ctx: a request already in a batch may still be
+// written after its caller gave up (what a dying replica's writes look like to the others).
+func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
+	call := batchCall[Req, Res]{req: req, done: make(chan batchResult[Res], 1)}
+	b.mu.Lock()
+	b.queue = append(b.queue, call)
+	if !b.running {
+		b.running = true
+		go b.run()
+	}
+	b.mu.Unlock()
+	select {
+	case r := <-call.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		var zero Res
+		return zero, ctx.Err()
+	}
+}
+
+// run writes batches until the queue is empty; then it ends, and the next request starts another.
+func (b *batcher[Req, Res]) run() {
+	for {
+		b.mu.Lock()
+		if len(b.queue) == 0 {
+			b.running = false
+			b.mu.Unlock()
+			return
+		}
+		n := min(len(b.queue), b.max)
+		calls := append([]batchCall[Req, Res](nil), b.queue[:n]...)
+		b.queue = append(b.queue[:0], b.queue[n:]...)
+		if b.split != nil {
+			reqs := make([]Req, len(calls))
+			for i, c := range calls {
+				reqs[i] = c.req
+			}
+			now, later := b.split(reqs)
+			deferred := make([]batchCall[Req, Res], 0, len(later)+len(b.queue))
+			for _, i := range later {
+				deferred = append(deferred, calls[i])
+			}
+			b.queue = append(deferred, b.queue...)
+			kept := make([]batchCall[Req, Res], 0, len(now))
+			for _, i := range now {
+				kept = append(kept, calls[i])
+			}
+			calls = kept
+		}
+		b.mu.Unlock()
+		b.flush(calls)
+	}
+}
+
+func (b *batcher[Req, Res]) flush(calls []batchCall[Req, Res]) {
+	reqs := make([]Req, len(calls))
+	for i, c := range calls {
+		reqs[i] = c.req
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), batchWriteTimeout)
+	res, err := b.write(ctx, reqs)
+	cancel()
+	for i, c := range calls {
+		r := batchResult[Res]{err: err}
+		if err == nil {
+			r.res = res[i]
+		}
+		c.done <- r
+	}
+}
+
+// pgArray passes a Go slice as one PostgreSQL array parameter (CAST(@x AS text[]) and the like):
+// gorm would expand a bare slice into a list of parameters, one per element, and a statement whose
+// text changes with the batch size is planned anew every time.
+type pgArray[T any] []T
+
+// Value hands the slice itself to pgx, which encodes it as an array.
+func (a pgArray[T]) Value() (driver.Value, error) { return []T(a), nil }

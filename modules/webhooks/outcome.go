@@ -1,0 +1,242 @@
+package webhooks
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/tenancy"
+)
+
+// outcomeBatch is the most outcomes one statement commits.
+const outcomeBatch = 256
+
+// outcome is one send's result to commit: the delivery's new state, written only over the version
+// the take returned, and its attempt row, closed either way.
+type outcome struct {
+	delivery *Delivery
+	attempt  *Attempt
+	failed   *messaging.Event // DeliveryFailed of the last failure: published only if the outcome wins
+}
+
+// committed is what became of an outcome: won is false when a redelivery changed the delivery
+// during the send (the attempt is then superseded); health is the subscription's after the
+// statement, zero when the statement left it alone (a success within a second of the last one).
+type committed struct {
+	won    bool
+	health SubscriptionHealth
+}
+
+// writeOutcomes commits a batch of outcomes of concurrent sends; outcomes that announce a final
+// failure share a transaction with their DeliveryFailed events.
+func (s *Service) writeOutcomes(ctx context.Context, batch []outcome) ([]committed, error) {
+	ctx = tenancy.System(ctx, "webhooks outcomes") // the batch spans tenants: every row names its own
+	announces := slices.ContainsFunc(batch, func(o outcome) bool { return o.failed != nil })
+	if !announces {
+		return s.store.recordOutcomes(ctx, batch, s.now())
+	}
+	var out []committed
+	err := s.db.WithTx(ctx, func(ctx context.Context) error {
+		var err error
+		if out, err = s.store.recordOutcomes(ctx, batch, s.now()); err != nil {
+			return err
+		}
+		var events []messaging.Event
+		for i, o := range batch {
+			if o.failed != nil && out[i].won {
+				events = append(events, *o.failed)
+			}
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		return s.events.Publish(ctx, events...)
+	})
+	return out, err
+}
+
+// healthChange is what a batch's outcomes do to one subscription's health, applied in their order:
+// a success resets the failure run, a failure extends it.
+type healthChange struct {
+	sub          uuid.UUID
+	succeeded    bool       // some outcome succeeded: the run restarts from the failures after the last success
+	failed       bool       // some outcome failed: last_failure_at moves
+	failures     int        // failures after the last success (or in all, without one)
+	failingSince *time.Time // the start of the first of those failures
+}
+
+func healthChanges(batch []outcome) []healthChange {
+	bySub := map[uuid.UUID]*healthChange{}
+	var order []uuid.UUID
+	for _, o := range batch {
+		sub := o.delivery.SubscriptionID
+		c := bySub[sub]
+		if c == nil {
+			c = &healthChange{sub: sub}
+			bySub[sub] = c
+			order = append(order, sub)
+		}
+		if o.attempt.Result == ResultSucceeded {
+			c.succeeded, c.failures, c.failingSince = true, 0, nil
+			continue
+		}
+		c.failed = true
+		if c.failures == 0 {
+			started := o.attempt.StartedAt
+			c.failingSince = &started
+		}
+		c.failures++
+	}
+	// Rows are locked in subscription order, so two replicas' batches cannot deadlock on them.
+	slices.SortFunc(order, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
+	out := make([]healthChange, len(order))
+	for i, sub := range order {
+		out[i] = *bySub[sub]
+	}
+	return out
+}
+
+// recordOutcomes writes a batch of outcomes in one statement: each delivery's new state only if the
+// row still has the version its take returned (xmin), each attempt closed with its result, or as
+// superseded when its delivery was changed meanwhile (a redelivery's attempt counts, not this one),
+// and each subscription's health once for all its outcomes. A success refreshes last_success_at at
+// most once a second per subscription unless it ends a run of failures, so a busy endpoint's
+// successes do not all write its health row. Deliveries are locked in id order and health rows in
+// subscription order, so concurrent batches wait for one another instead of deadlocking.
+func (s store) recordOutcomes(ctx context.Context, batch []outcome, now time.Time) ([]committed, error) {
+	n := len(batch)
+	var (
+		ids, tenants, statuses, triggers, claimedBy, lastErrors = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		claims                                                  = make([]*string, n)
+		versions, attempts, rounds                              = make([]int64, n), make([]int64, n), make([]int64, n)
+		nexts                                                   = make([]*time.Time, n)
+		lastCodes                                               = make([]*int64, n)
+		attemptIDs, results, classes, errs, excerpts, headers   = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		starteds                                                = make([]time.Time, n)
+		durations                                               = make([]int64, n)
+		codes                                                   = make([]*int64, n)
+	)
+	for i, o := range batch {
+		d, a := o.delivery, o.attempt
+		ids[i], tenants[i], versions[i] = d.ID.String(), d.TenantID.String(), int64(uint32(d.Version))
+		statuses[i], attempts[i], rounds[i], triggers[i] = string(d.Status), int64(d.AttemptCount), int64(d.RoundFailures), string(d.NextTrigger)
+		nexts[i], claimedBy[i], lastErrors[i] = d.NextAttemptAt, d.ClaimedBy, d.LastError
+		if d.ClaimID != nil {
+			c := d.ClaimID.String()
+			claims[i] = &c
+		}
+		if d.LastStatusCode != nil {
+			c := int64(*d.LastStatusCode)
+			lastCodes[i] = &c
+		}
+		h, err := a.ResponseHeaders.Value()
+		if err != nil {
+			return nil, err
+		}
+		attemptIDs[i], results[i], starteds[i], durations[i] = a.ID.String(), string(a.Result), a.StartedAt, int64(a.DurationMS)
+		classes[i], errs[i], excerpts[i], headers[i] = a.ErrorClass, a.Error, a.ResponseExcerpt, h.(string)
+		if a.StatusCode != nil {
+			c := int64(*a.StatusCode)
+			codes[i] = &c
+		}
+	}
+	changes := healthChanges(batch)
+	m := len(changes)
+	subs, succeeded, failed, failures, since := make([]string, m), make([]bool, m), make([]bool, m), make([]int64, m), make([]*time.Time, m)
+	for i, c := range changes {
+		subs[i], succeeded[i], failed[i], failures[i], since[i] = c.sub.String(), c.succeeded, c.failed, int64(c.failures), c.failingSince
+	}
+	rows, err := s.conn(ctx).Raw(`WITH o AS (
+		SELECT * FROM unnest(CAST(@ids AS text[])::uuid[], CAST(@tenants AS text[])::uuid[], CAST(@versions AS int8[]),
+			CAST(@statuses AS text[]), CAST(@attempts AS int8[]), CAST(@rounds AS int8[]), CAST(@triggers AS text[]),
+			CAST(@nexts AS timestamptz[]), CAST(@claims AS text[])::uuid[], CAST(@claimed_by AS text[]), CAST(@last_codes AS int8[]),
+			CAST(@last_errors AS text[]), CAST(@attempt_ids AS text[])::uuid[], CAST(@results AS text[]), CAST(@starteds AS timestamptz[]),
+			CAST(@durations AS int8[]), CAST(@codes AS int8[]), CAST(@classes AS text[]), CAST(@errors AS text[]),
+			CAST(@excerpts AS text[]), CAST(@headers AS text[])::jsonb[])
+		AS o(id, tenant, version, status, attempts, round, trigger, next, claim, claimed_by, last_code, last_error,
+			attempt, result, started, duration, code, class, error, excerpt, headers)),
+	current AS (
+		SELECT d.id FROM webhook_deliveries d JOIN o ON o.id = d.id AND o.tenant = d.tenant_id
+		WHERE d.xmin = CAST(CAST(o.version AS text) AS xid)
+		ORDER BY d.id FOR UPDATE OF d),
+	updated AS (
+		UPDATE webhook_deliveries d SET status = o.status, attempt_count = o.attempts, round_failures = o.round,
+			next_trigger = o.trigger, next_attempt_at = o.next, claim_id = o.claim, claimed_by = o.claimed_by,
+			last_status_code = o.last_code, last_error = o.last_error, updated_at = @now
+		FROM o JOIN current c ON c.id = o.id
+		WHERE d.id = o.id AND d.tenant_id = o.tenant
+		RETURNING d.id),
+	h AS (
+		SELECT * FROM unnest(CAST(@subs AS text[])::uuid[], CAST(@succeeded AS bool[]), CAST(@failed AS bool[]),
+			CAST(@failures AS int8[]), CAST(@since AS timestamptz[])) AS h(sub, succeeded, failed, failures, since)),
+	health AS (
+		INSERT INTO webhook_subscription_health AS sh (subscription_id, last_success_at, last_failure_at, failing_since, consecutive_failures)
+		SELECT sub, CASE WHEN succeeded THEN CAST(@now AS timestamptz) END, CASE WHEN failed THEN CAST(@now AS timestamptz) END,
+			since, failures
+		FROM h ORDER BY sub
+		ON CONFLICT (subscription_id) DO UPDATE SET
+			last_success_at = coalesce(excluded.last_success_at, sh.last_success_at),
+			last_failure_at = coalesce(excluded.last_failure_at, sh.last_failure_at),
+			consecutive_failures = CASE WHEN excluded.last_success_at IS NOT NULL THEN excluded.consecutive_failures
+				ELSE sh.consecutive_failures + excluded.consecutive_failures END,
+			failing_since = CASE WHEN excluded.last_success_at IS NOT NULL THEN excluded.failing_since
+				ELSE coalesce(sh.failing_since, excluded.failing_since) END
+		WHERE excluded.last_failure_at IS NOT NULL OR sh.consecutive_failures > 0 OR sh.last_success_at IS NULL
+			OR sh.last_success_at < CAST(@now AS timestamptz) - interval '1 second'
+		RETURNING subscription_id, failing_since, consecutive_failures),
+	closed AS (
+		UPDATE webhook_attempts a SET result = CASE WHEN EXISTS (SELECT 1 FROM updated u WHERE u.id = o.id) THEN o.result ELSE 'superseded' END,
+			started_at = o.started, duration_ms = o.duration, status_code = o.code, error_class = o.class, error = o.error,
+			response_excerpt = o.excerpt, response_headers = o.headers
+		FROM o WHERE a.id = o.attempt AND a.tenant_id = o.tenant
+		RETURNING a.id, a.subscription_id, a.result)
+	SELECT c.id, c.result, hl.failing_since, coalesce(hl.consecutive_failures, 0)
+	FROM closed c LEFT JOIN health hl ON hl.subscription_id = c.subscription_id`,
+		sql.Named("ids", pgArray[string](ids)), sql.Named("tenants", pgArray[string](tenants)), sql.Named("versions", pgArray[int64](versions)),
+		sql.Named("statuses", pgArray[string](statuses)), sql.Named("attempts", pgArray[int64](attempts)), sql.Named("rounds", pgArray[int64](rounds)),
+		sql.Named("triggers", pgArray[string](triggers)), sql.Named("nexts", pgArray[*time.Time](nexts)), sql.Named("claims", pgArray[*string](claims)),
+		sql.Named("claimed_by", pgArray[string](claimedBy)), sql.Named("last_codes", pgArray[*int64](lastCodes)),
+		sql.Named("last_errors", pgArray[string](lastErrors)), sql.Named("attempt_ids", pgArray[string](attemptIDs)),
+		sql.Named("results", pgArray[string](results)), sql.Named("starteds", pgArray[time.Time](starteds)),
+		sql.Named("durations", pgArray[int64](durations)), sql.Named("codes", pgArray[*int64](codes)),
+		sql.Named("classes", pgArray[string](classes)), sql.Named("errors", pgArray[string](errs)),
+		sql.Named("excerpts", pgArray[string](excerpts)), sql.Named("headers", pgArray[string](headers)),
+		sql.Named("subs", pgArray[string](subs)), sql.Named("succeeded", pgArray[bool](succeeded)), sql.Named("failed", pgArray[bool](failed)),
+		sql.Named("failures", pgArray[int64](failures)), sql.Named("since", pgArray[*time.Time](since)),
+		sql.Named("now", now)).Rows()
+	if err != nil {
+		return nil, fmt.Errorf("record %d outcomes: %w", n, err)
+	}
+	defer rows.Close()
+	byAttempt := make(map[uuid.UUID]committed, n)
+	for rows.Next() {
+		var (
+			id     uuid.UUID
+			result string
+			c      committed
+		)
+		if err := rows.Scan(&id, &result, &c.health.FailingSince, &c.health.ConsecutiveFailures); err != nil {
+			return nil, fmt.Errorf("record %d outcomes: %w", n, err)
+		}
+		c.won = result != string(ResultSuperseded)
+		byAttempt[id] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("record %d outcomes: %w", n, err)
+	}
+	out := make([]committed, n)
+	for i, o := range batch {
+		c, ok := byAttempt[o.attempt.ID]
+		if !ok {
+			return nil, fmt.Errorf("record outcome of delivery %s: attempt %s not found", o.delivery.ID, o.attempt.ID)
+		}
+		c.health.SubscriptionID = o.delivery.SubscriptionID
+		out[i] = c
+	}
+	return out, nil
+}

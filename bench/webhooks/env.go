@@ -35,7 +35,7 @@ type environment struct {
 	apis     []string
 	logDir   string
 	client   *http.Client
-	extraEnv []string // WEBHOOKS_SEND_TIMEOUT when -send-timeout is given
+	extraEnv []string // WEBHOOKS_SEND_TIMEOUT when -send-timeout is given, the subscription quota when -stalled needs more
 
 	latencySubscribed bool // the latency run's subscription exists (and has received)
 }
@@ -72,6 +72,10 @@ func newEnvironment(ctx context.Context, o options, bin string) (*environment, e
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 	if o.sendTimeout > 0 {
 		e.extraEnv = append(e.extraEnv, "WEBHOOKS_SEND_TIMEOUT="+o.sendTimeout.String())
+	}
+	if need := o.fanout + 1 + o.stalled; need > 100 {
+		// The default quota (100 live subscriptions per tenant) would refuse the fairness run's endpoints.
+		e.extraEnv = append(e.extraEnv, "WEBHOOKS_MAX_SUBSCRIPTIONS_PER_TENANT="+strconv.Itoa(need))
 	}
 	e.receiver, err = newReceiver(ctx)
 	if err != nil {

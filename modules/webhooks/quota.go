@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/google/uuid"
-
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/httpapi"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // Defaults of the per-tenant quotas (WEBHOOKS_MAX_SUBSCRIPTIONS_PER_TENANT, WEBHOOKS_MAX_EVENT_BYTES).
@@ -19,18 +18,18 @@ const (
 // CodeSubscriptionQuota is the 409 of a create beyond the tenant's quota of live subscriptions.
 const CodeSubscriptionQuota = "subscription_quota_exceeded"
 
-// enforceSubscriptionQuota runs in the create's transaction, after the insert (which is what says
-// which tenant owns the row). It locks that tenant's row, so creates for one tenant queue here
-// whichever replica runs them, then counts the tenant's live subscriptions, the new one included:
+// enforceSubscriptionQuota runs in the create's transaction, after the insert, for the tenant of ctx
+// (the one the insert stamped on the row). It locks that tenant's row, so creates for one tenant queue
+// here whichever replica runs them, then counts the tenant's live subscriptions, the new one included:
 // under READ COMMITTED that statement sees every create committed before the lock was granted, so
 // two concurrent creates cannot both take the last place. FOR NO KEY UPDATE, because the inserts
 // already hold FOR KEY SHARE on the tenant (their foreign key): FOR UPDATE would deadlock two of them.
-func (s *Service) enforceSubscriptionQuota(ctx context.Context, id uuid.UUID) error {
-	conn := s.store.conn(ctx)
-	var tenant uuid.UUID
-	if err := conn.Raw(`SELECT tenant_id FROM webhook_subscriptions WHERE id = ?`, id).Row().Scan(&tenant); err != nil {
-		return fmt.Errorf("subscription quota: tenant of %s: %w", id, err)
+func (s *Service) enforceSubscriptionQuota(ctx context.Context) error {
+	tenant, err := tenancy.Require(ctx)
+	if err != nil {
+		return err
 	}
+	conn := s.store.conn(ctx)
 	if err := conn.Exec(`SELECT 1 FROM tenants WHERE id = ? FOR NO KEY UPDATE`, tenant).Error; err != nil {
 		return fmt.Errorf("subscription quota: lock tenant %s: %w", tenant, err)
 	}

@@ -414,7 +414,7 @@ func (s *Service) CreateSubscription(ctx context.Context, in SubscriptionInput) 
 		if err := s.store.createSubscription(ctx, sub); err != nil {
 			return err
 		}
-		if err := s.enforceSubscriptionQuota(ctx, sub.ID); err != nil {
+		if err := s.enforceSubscriptionQuota(ctx); err != nil {
 			return err
 		}
 		return s.store.createHealth(ctx, sub.ID)

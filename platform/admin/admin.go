@@ -148,18 +148,14 @@ func (h handlers) createToken(ctx context.Context, in *createTokenIn) (*tokenOut
 	if err != nil {
 		return nil, err
 	}
-	tenant := in.Body.Tenant
-	if tenant == "" {
-		tenant = p.TenantID.String()
+	nt := auth.NewToken{Tenant: in.Body.Tenant, Name: in.Body.Name, Scopes: in.Body.Scopes, ExpiresIn: lifetime}
+	if nt.Tenant == "" {
+		nt.Tenant = p.TenantID.String()
 	}
 	if !p.Operator() {
-		// Another tenant is not found, whether it exists or not.
-		t, err := h.store.Tenant(ctx, tenant)
-		if err != nil || t.ID != p.TenantID {
-			return nil, apperr.NotFound("tenant", tenant)
-		}
+		nt.Within = p.TenantID
 	}
-	tok, secret, err := h.store.CreateToken(ctx, auth.NewToken{Tenant: tenant, Name: in.Body.Name, Scopes: in.Body.Scopes, ExpiresIn: lifetime})
+	tok, secret, err := h.store.CreateToken(ctx, nt)
 	if err != nil {
 		return nil, err
 	}

@@ -69,6 +69,8 @@ type NewToken struct {
 	Name      string
 	Scopes    []string
 	ExpiresIn time.Duration // 0 = never expires
+	// Within, when set, is the only tenant the token may be for: another is not found, whether it exists or not.
+	Within uuid.UUID
 }
 
 var tenantName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
@@ -93,6 +95,9 @@ func (s *Store) CreateToken(ctx context.Context, in NewToken) (Token, string, er
 		return Token{}, "", err
 	}
 	tenant, err := s.Tenant(ctx, in.Tenant)
+	if err == nil && in.Within != uuid.Nil && tenant.ID != in.Within {
+		err = apperr.NotFound("tenant", in.Tenant)
+	}
 	if err != nil {
 		return Token{}, "", err
 	}

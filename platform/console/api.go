@@ -14,7 +14,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/correlation"
 	"github.com/keelson/keelson/platform/httpapi"
 )
@@ -27,8 +26,7 @@ type api struct {
 	declared *httpapi.API // the scope each declared route needs; nil: unknown
 
 	routesOnce sync.Once
-	routes     map[string]bool       // "POST /api/v1/webhooks/subscriptions/:/pause"
-	scopes     map[string]auth.Scope // same keys, for routes declared with a scope
+	routes     map[string]bool // "POST /api/v1/webhooks/subscriptions/:/pause"
 }
 
 // call is one request to the API.
@@ -136,18 +134,15 @@ var routeParam = regexp.MustCompile(`/(?:[:*][^/]*|\{[^/]*\})`)
 // token has the scope it needs, so the console offers an action only where it can work.
 func (a *api) may(s *session, method, path string) bool {
 	a.routesOnce.Do(func() {
-		a.routes, a.scopes = map[string]bool{}, map[string]auth.Scope{}
+		a.routes = map[string]bool{}
 		for _, rt := range a.engine.Routes() {
 			a.routes[rt.Method+" "+routeParam.ReplaceAllString(rt.Path, "/:")] = true
 		}
-		if a.declared != nil {
-			for _, rt := range a.declared.Routes() {
-				a.scopes[rt.Method+" "+routeParam.ReplaceAllString(rt.Path, "/:")] = rt.Scope
-			}
-		}
 	})
-	key := method + " " + httpapi.APIPrefix + path
-	return a.routes[key] && s.allows(a.scopes[key])
+	if !a.routes[method+" "+httpapi.APIPrefix+path] {
+		return false
+	}
+	return a.declared == nil || s.allows(a.declared.ScopeOf(method, httpapi.APIPrefix+path))
 }
 
 // recorder keeps an in-process answer of the API.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -117,6 +118,23 @@ func (a *API) scopeOfPath(method, path string) auth.Scope {
 		}
 	}
 	return ""
+}
+
+// routeParams matches a path parameter in gin (":id", "*rest") or OpenAPI ("{id}") style.
+var routeParams = regexp.MustCompile(`/(?:[:*][^/]*|\{[^/]*\})`)
+
+// ScopeOf is the token scope a request of method on path needs ("" = any valid token): the declared
+// route's own, else the group's. path is the full path, its parameters in gin or OpenAPI style or a bare ":".
+func (a *API) ScopeOf(method, path string) auth.Scope {
+	want := routeParams.ReplaceAllString(path, "/:")
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range a.routes {
+		if r.Method == method && routeParams.ReplaceAllString(r.fullPath, "/:") == want {
+			return r.Scope
+		}
+	}
+	return a.scopeOfPath(method, want)
 }
 
 // Routes returns the declared routes (full path, method, operation id), for checks and listings.

@@ -53,6 +53,10 @@ type Authenticator struct {
 	mu      sync.Mutex
 	tokens  map[uuid.UUID]*cachedToken
 	tenants map[uuid.UUID]cachedTenant
+
+	// recordUse writes last_used_at, off the request path; touches counts the writes in flight.
+	recordUse func(ctx context.Context, id uuid.UUID)
+	touches   sync.WaitGroup
 }
 
 type cachedToken struct {
@@ -89,6 +93,7 @@ func NewAuthenticator(opts AuthenticatorOptions) (*Authenticator, error) {
 	if a.ttl == 0 {
 		a.ttl = DefaultCacheTTL
 	}
+	a.recordUse = a.writeLastUsed
 	for i, t := range opts.BootstrapTokens {
 		if strings.TrimSpace(t) == "" {
 			return nil, fmt.Errorf("auth: API token %d is empty", i)
@@ -207,8 +212,8 @@ func (a *Authenticator) lookup(ctx context.Context, id uuid.UUID) (cachedToken, 
 	return e, nil
 }
 
-// touch records the use at most once a minute per token; across replicas the UPDATE's condition
-// keeps it to one write a minute as well. A failure only loses the timestamp.
+// touch records the use at most once a minute per token, in the background: the request does not
+// wait for the write. Across replicas the UPDATE's condition keeps it to one write a minute as well.
 func (a *Authenticator) touch(ctx context.Context, id uuid.UUID, entry cachedToken, now time.Time) {
 	if now.Sub(entry.lastUsed) < lastUsedEvery {
 		return
@@ -221,9 +226,16 @@ func (a *Authenticator) touch(ctx context.Context, id uuid.UUID, entry cachedTok
 	}
 	e.lastUsed = now
 	a.mu.Unlock()
-	// Not cancelled with the request, but bounded: a slow database must not pile these up.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
+	a.touches.Go(func() {
+		// Not cancelled with the request, but bounded: a slow database must not pile these up.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		a.recordUse(ctx, id)
+	})
+}
+
+// writeLastUsed stores the use; a failure only loses the timestamp.
+func (a *Authenticator) writeLastUsed(ctx context.Context, id uuid.UUID) {
 	_, _ = a.db.ExecContext(ctx, `UPDATE api_tokens SET last_used_at = now()
 		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= now() - interval '1 minute')`, id)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -69,6 +70,7 @@ func TestLastUsedIsWrittenAtMostOnceAMinute(t *testing.T) {
 	clock := time.Now()
 	a.now = func() time.Time { return clock }
 	lastUsed := func() *time.Time {
+		a.touches.Wait()
 		var at *time.Time
 		require.NoError(t, db.SQL().QueryRowContext(ctx, `SELECT last_used_at FROM api_tokens WHERE id = $1`, tok.ID).Scan(&at))
 		return at
@@ -92,6 +94,35 @@ func TestLastUsedIsWrittenAtMostOnceAMinute(t *testing.T) {
 	_, err = a.Authenticate(ctx, secret)
 	require.NoError(t, err)
 	assert.True(t, lastUsed().After(*first), "the use a minute later is recorded")
+}
+
+func TestARequestDoesNotWaitForItsLastUseWrite(t *testing.T) {
+	ctx := context.Background()
+	db := dbtest.New(t)
+	store, _ := NewStore(db)
+	_, secret, err := store.CreateToken(ctx, NewToken{Tenant: tenancy.DefaultName, Scopes: []string{"admin"}})
+	require.NoError(t, err)
+	a, _ := NewAuthenticator(AuthenticatorOptions{DB: db})
+	release, started := make(chan struct{}), make(chan struct{})
+	a.recordUse = func(context.Context, uuid.UUID) { close(started); <-release } // a write stuck in the database
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Authenticate(ctx, secret)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Authenticate waited for the last-use write")
+	}
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the last-use write never started")
+	}
+	close(release)
+	a.touches.Wait()
 }
 
 func TestExpiredRevokedAndDisabledTenantTokensAreRefused(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/platform/database/dbtest"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 func TestSecretsReencryptSealsPlaintextRowsInBatchesAndRefusesToRunWithoutKeys(t *testing.T) {
@@ -20,9 +21,9 @@ func TestSecretsReencryptSealsPlaintextRowsInBatchesAndRefusesToRunWithoutKeys(t
 	db := d.Open(t)
 	const plaintext = "whsec_cGxhaW50ZXh0LWZyb20tYmVmb3JlLWtleXMtd2VyZS1zZXQ="
 	for range 3 {
-		require.NoError(t, db.Gorm().Exec(`INSERT INTO webhook_subscriptions (id, url, event_types, enabled, secret, headers, created_at, updated_at)
-			VALUES (?, 'https://example.com/hook', '["*"]', true, ?, '{"Authorization":"Bearer plain"}', now(), now())`,
-			uuid.New(), plaintext).Error)
+		require.NoError(t, db.Gorm().Exec(`INSERT INTO webhook_subscriptions (id, tenant_id, url, event_types, enabled, secret, headers, created_at, updated_at)
+			VALUES (?, ?, 'https://example.com/hook', '["*"]', true, ?, '{"Authorization":"Bearer plain"}', now(), now())`,
+			uuid.New(), tenancy.DefaultID, plaintext).Error)
 	}
 
 	err := run(context.Background(), []string{"secrets", "reencrypt"}, &bytes.Buffer{})

@@ -208,8 +208,8 @@ func Test_pruning_racing_the_sweep_and_redeliveries_on_two_replicas_never_delete
 	require.NoError(t, err)
 	_, err = a.db.SQL().Exec(`UPDATE webhook_events SET created_at = now() - interval '2 days'`)
 	require.NoError(t, err)
-	_, err = a.db.SQL().Exec(`INSERT INTO webhook_attempts (id, delivery_id, subscription_id, number, trigger, started_at, duration_ms)
-		SELECT gen_random_uuid(), id, subscription_id, 1, 'scheduled', now() - interval '2 days', 5 FROM webhook_deliveries WHERE status <> 'pending'`)
+	_, err = a.db.SQL().Exec(`INSERT INTO webhook_attempts (id, tenant_id, delivery_id, subscription_id, number, trigger, started_at, duration_ms)
+		SELECT gen_random_uuid(), tenant_id, id, subscription_id, 1, 'scheduled', now() - interval '2 days', 5 FROM webhook_deliveries WHERE status <> 'pending'`)
 	require.NoError(t, err)
 	pendingBefore := hosttest.Count(t, a.db, `SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'`)
 	var failed []uuid.UUID

@@ -1,0 +1,6 @@
+-- +goose Up
+-- A row written with no tenant fails instead of landing in the default tenant: the plugin stamps every create.
+ALTER TABLE proposals ALTER COLUMN tenant_id DROP DEFAULT;
+
+-- +goose Down
+ALTER TABLE proposals ALTER COLUMN tenant_id SET DEFAULT '00000000-0000-0000-0000-000000000001';

@@ -66,13 +66,13 @@ func composeDefault(s string) string {
 	return s
 }
 
-// publishedPort splits "host-ip:host-port:container-port".
+// publishedPort splits "host-ip:host-port:container-port"; a host port "${VAR:-default}" is its default.
 func publishedPort(p string) (hostIP, hostPort, containerPort string) {
-	parts := strings.Split(p, ":")
-	if len(parts) != 3 {
+	m := regexp.MustCompile(`^([^:]+):(\$\{[A-Z0-9_]+:-[0-9]+\}|[0-9]+):([0-9]+)$`).FindStringSubmatch(p)
+	if m == nil {
 		return "", "", ""
 	}
-	return parts[0], parts[1], parts[2]
+	return m[1], composeDefault(m[2]), m[3]
 }
 
 func loadCompose(t *testing.T) composeFile {

@@ -125,6 +125,9 @@ func TestTheComposeFileRunsTheAppAndLosesNoEventUnderFaults(t *testing.T) {
 // flow: the replicas fail over to the other nodes, the queues keep their majority, nothing is lost.
 func TestAStoppedBrokerNodeOfTheClusterLosesNoEvent(t *testing.T) {
 	s := newStack(t)
+	// Three nodes on a busy machine: a health check's CLI boots an Erlang VM, which may take longer
+	// than the compose file's 10 s there; the test waits for the cluster itself below.
+	s.appendOverride(clusterHealthOverride)
 	cluster := func(args ...string) []string {
 		return s.cmd(append([]string{"--env-file", "deploy/rabbitmq-cluster.env", "--profile", "cluster"}, args...)...)
 	}
@@ -144,14 +147,19 @@ func TestAStoppedBrokerNodeOfTheClusterLosesNoEvent(t *testing.T) {
 		"url": "http://receiver:9000/hooks", "event_types": []string{"load.*"}, "secret": secret}); err != nil || status != http.StatusCreated {
 		t.Fatalf("subscribe the load: %d %v %s", status, err, body)
 	}
-	queues := s.must(time.Minute, "docker", "exec", s.container("rabbitmq"), "rabbitmqctl", "-q", "list_queues", "name", "type")
-	if !strings.Contains(queues, "webhooks.delivery") {
-		t.Fatalf("no webhooks.delivery queue on the cluster:\n%s", queues)
+	var queues []struct{ Name, Type string }
+	if err := s.brokerAPI("rabbitmq", "/api/queues/%2F?columns=name,type", &queues); err != nil {
+		t.Fatalf("list the cluster's queues: %v", err)
 	}
-	for _, line := range strings.Split(strings.TrimSpace(queues), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[1] != "quorum" {
-			t.Errorf("queue %s is %s, want quorum", f[0], f[1])
+	delivery := false
+	for _, q := range queues {
+		delivery = delivery || strings.Contains(q.Name, "webhooks.delivery")
+		if q.Type != "quorum" {
+			t.Errorf("queue %s is %s, want quorum", q.Name, q.Type)
 		}
+	}
+	if !delivery {
+		t.Fatalf("no webhooks.delivery queue on the cluster: %+v", queues)
 	}
 	started := map[string]string{}
 	for _, svc := range []string{"app1", "app2"} {

@@ -7,7 +7,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,6 +44,37 @@ services:
   app3: {environment: *timing}
 `
 
+// clusterHealthOverride loosens the broker nodes' health checks (appended to timingOverride's services).
+const clusterHealthOverride = `  rabbitmq: {healthcheck: &broker-health {interval: 10s, timeout: 60s, retries: 30, start_period: 3m}}
+  rabbitmq2: {healthcheck: *broker-health}
+  rabbitmq3: {healthcheck: *broker-health}
+`
+
+// appendOverride adds services' settings to the stack's docker-compose.override.yml.
+func (s *stack) appendOverride(services string) {
+	s.t.Helper()
+	f, err := os.OpenFile(filepath.Join(s.dir, "docker-compose.override.yml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.WriteString(services)
+		err = errors.Join(err, f.Close())
+	}
+	if err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// freePort is a loopback port nothing listens on now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
+}
+
 func newStack(t *testing.T) *stack {
 	t.Helper()
 	s := &stack{t: t, project: fmt.Sprintf("keelsonct%d", time.Now().UnixNano()%1_000_000_000)}
@@ -56,7 +90,8 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	s.env = append(os.Environ(), "COMPOSE_PROJECT_NAME="+s.project,
-		"BUILD_GOFLAGS=-mod=vendor", "BUILD_GOPROXY=off", "COMPOSE_PROFILES=")
+		"BUILD_GOFLAGS=-mod=vendor", "BUILD_GOPROXY=off", "COMPOSE_PROFILES=",
+		"COMPOSE_POSTGRES_PORT="+freePort(t)) // the default 5433 may be another PostgreSQL's on this machine
 	if os.Getenv("KEELSON_COMPOSE_UPSTREAM_IMAGES") == "" { // no registry: local stand-ins
 		vars := standins(t)
 		for i, v := range vars {
@@ -289,22 +324,51 @@ func (s *stack) leftovers() []string {
 	return left
 }
 
-// waitClusterOf waits until the first broker node reports n running nodes.
+// waitClusterOf waits until the first broker node reports n running nodes. It asks the management
+// API rather than rabbitmqctl: each CLI call boots an Erlang VM, which takes minutes on a busy machine.
 func (s *stack) waitClusterOf(n int, timeout time.Duration) {
 	s.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		out, err := s.run(time.Minute, "docker", "exec", s.container("rabbitmq"), "rabbitmqctl", "-q", "cluster_status", "--formatter", "json")
-		var status struct {
-			Running []string `json:"running_nodes"`
+		var nodes []struct {
+			Name    string `json:"name"`
+			Running bool   `json:"running"`
 		}
-		_, doc, found := strings.Cut(out, "{")
-		if err == nil && found && json.Unmarshal([]byte("{"+doc), &status) == nil && len(status.Running) == n {
+		err := s.brokerAPI("rabbitmq", "/api/nodes?columns=name,running", &nodes)
+		running := 0
+		for _, node := range nodes {
+			if node.Running {
+				running++
+			}
+		}
+		if err == nil && running == n {
 			return
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("the cluster has not %d running nodes after %s: %v\n%s", n, timeout, err, out)
+			s.t.Fatalf("the cluster has not %d running nodes after %s: %v %+v", n, timeout, err, nodes)
 		}
 		time.Sleep(2 * time.Second)
 	}
+}
+
+// brokerAPI GETs path from the management API of a broker node, at its address on the project's
+// network (the node need not publish a port), and decodes the JSON answer into v.
+func (s *stack) brokerAPI(service, path string, v any) error {
+	s.t.Helper()
+	ip := s.inspect(s.container(service), "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}")
+	req, err := http.NewRequest(http.MethodGet, "http://"+ip+":15672"+path, nil)
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth("keelson", "keelson")
+	client := http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s on %s: %s", path, service, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
 }

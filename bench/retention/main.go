@@ -197,15 +197,15 @@ func run(ctx context.Context, o options) error {
 // seed writes n old events, succeeded deliveries (to a disabled subscription) and one attempt each.
 func seed(ctx context.Context, db *sql.DB, n int) error {
 	for _, q := range []string{
-		`INSERT INTO webhook_subscriptions (id, url, event_types, enabled, secret, created_at, updated_at)
-		 VALUES ('00000000-0000-7000-8000-000000000001', 'http://127.0.0.1:9/old', '["bench.old"]', false, 'whsec_x', now(), now())`,
-		`INSERT INTO webhook_events (id, type, data, created_at)
-		 SELECT 'old_' || g, 'bench.old', '{"n":1}', now() - interval '40 days' FROM generate_series(1, $1) g`,
-		`INSERT INTO webhook_deliveries (id, subscription_id, event_id, event_type, status, attempt_count, created_at, updated_at)
-		 SELECT gen_random_uuid(), '00000000-0000-7000-8000-000000000001', 'old_' || g, 'bench.old', 'succeeded', 1,
+		`INSERT INTO webhook_subscriptions (id, tenant_id, url, event_types, enabled, secret, created_at, updated_at)
+		 VALUES ('00000000-0000-7000-8000-000000000001', '00000000-0000-0000-0000-000000000001', 'http://127.0.0.1:9/old', '["bench.old"]', false, 'whsec_x', now(), now())`,
+		`INSERT INTO webhook_events (id, tenant_id, type, data, created_at)
+		 SELECT 'old_' || g, '00000000-0000-0000-0000-000000000001', 'bench.old', '{"n":1}', now() - interval '40 days' FROM generate_series(1, $1) g`,
+		`INSERT INTO webhook_deliveries (id, tenant_id, subscription_id, event_id, event_type, status, attempt_count, created_at, updated_at)
+		 SELECT gen_random_uuid(), '00000000-0000-0000-0000-000000000001', '00000000-0000-7000-8000-000000000001', 'old_' || g, 'bench.old', 'succeeded', 1,
 		        now() - interval '40 days', now() - interval '40 days' FROM generate_series(1, $1) g`,
-		`INSERT INTO webhook_attempts (id, delivery_id, subscription_id, number, trigger, started_at, duration_ms, status_code, result)
-		 SELECT gen_random_uuid(), id, subscription_id, 1, 'scheduled', created_at, 5, 204, 'succeeded'
+		`INSERT INTO webhook_attempts (id, tenant_id, delivery_id, subscription_id, number, trigger, started_at, duration_ms, status_code, result)
+		 SELECT gen_random_uuid(), tenant_id, id, subscription_id, 1, 'scheduled', created_at, 5, 204, 'succeeded'
 		 FROM webhook_deliveries WHERE event_type = 'bench.old'`,
 		`VACUUM (ANALYZE) webhook_events, webhook_deliveries, webhook_attempts`,
 	} {

@@ -1,6 +1,10 @@
 package webhooks
 
 import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,4 +100,125 @@ func Test_outcomes_of_one_subscription_in_one_batch_update_its_health_as_if_writ
 	require.Equal(t, 2, health.ConsecutiveFailures)
 	require.NotNil(t, health.LastSuccessAt)
 	require.NotNil(t, health.LastFailureAt)
+}
+
+// bornRequests publishes n events to the harness's subscriptions and returns the take requests of
+// their born claims, each with a fresh attempt id.
+func bornRequests(t *testing.T, h *harness, n int) []takeRequest {
+	t.Helper()
+	ctx := tenantContext()
+	var reqs []takeRequest
+	for range n {
+		res, err := h.svc.PublishEvent(ctx, EventInput{Type: "batch.take", Data: []byte(`{"n":1}`)})
+		require.NoError(t, err)
+		var born Delivery
+		require.NoError(t, h.db.Conn(ctx).Where("event_id = ?", res.ID).Take(&born).Error)
+		reqs = append(reqs, takeRequest{DeliveryID: born.ID, Claim: *born.ClaimID, Tenant: born.TenantID, AttemptID: uuid.Must(uuid.NewV7())})
+	}
+	return reqs
+}
+
+func withFreshAttempts(reqs []takeRequest) []takeRequest {
+	out := make([]takeRequest, len(reqs))
+	for i, r := range reqs {
+		r.AttemptID = uuid.Must(uuid.NewV7())
+		out[i] = r
+	}
+	return out
+}
+
+func Test_two_replicas_taking_the_same_batch_of_claims_at_once_take_each_delivery_once(t *testing.T) {
+	a := newHarness(t, testConfig(), harnessOptions{})
+	b := newHarness(t, testConfig(), harnessOptions{database: a.database})
+	rc := newReceiver(t, nil)
+	a.subscribe(rc.URL, "*")
+	a.subscribe(rc.URL, "batch.*")
+	for round := range 10 {
+		reqs := bornRequests(t, a, 20) // 40 deliveries over two subscriptions
+		reversed := withFreshAttempts(reqs)
+		slices.Reverse(reversed) // the other replica's batch in the opposite order
+		var ra, rb []takeResult
+		var ea, eb error
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); ra, ea = a.svc.writeTakes(context.Background(), withFreshAttempts(reqs)) }()
+		go func() { defer wg.Done(); rb, eb = b.svc.writeTakes(context.Background(), reversed) }()
+		wg.Wait()
+		require.NoError(t, ea, "round %d", round)
+		require.NoError(t, eb, "round %d", round)
+		takenBy := map[uuid.UUID]int{}
+		for _, r := range append(ra, rb...) {
+			if r.ok {
+				takenBy[r.delivery.ID]++
+				require.Equal(t, 1, r.delivery.AttemptCount)
+				require.Equal(t, ResultInFlight, r.attempt.Result)
+			}
+		}
+		require.Len(t, takenBy, len(reqs), "round %d: every delivery taken", round)
+		for id, n := range takenBy {
+			require.Equal(t, 1, n, "round %d: delivery %s taken once", round, id)
+		}
+		var attempts int64
+		require.NoError(t, a.db.Conn(tenantContext()).Model(&Attempt{}).Where("delivery_id IN ?", slices.Collect(maps.Keys(takenBy))).Count(&attempts).Error)
+		require.Equal(t, int64(len(reqs)), attempts, "round %d: one attempt row per taken claim", round)
+	}
+}
+
+func Test_a_stale_claim_in_a_batch_is_skipped_while_the_other_claims_are_taken(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{})
+	rc := newReceiver(t, nil)
+	h.subscribe(rc.URL, "*")
+	reqs := bornRequests(t, h, 4)
+	stale := reqs[1]
+	stale.Claim = uuid.New()
+	batch := []takeRequest{reqs[0], stale, reqs[2], reqs[3]}
+	res, err := h.svc.writeTakes(context.Background(), batch)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, false, true, true}, []bool{res[0].ok, res[1].ok, res[2].ok, res[3].ok})
+	for _, i := range []int{0, 2, 3} {
+		require.Equal(t, reqs[i].DeliveryID, res[i].delivery.ID)
+		require.Equal(t, reqs[i].Claim, *res[i].delivery.SentClaimID)
+		require.Equal(t, reqs[i].AttemptID, res[i].attempt.ID)
+		require.Equal(t, rc.URL, res[i].sub.URL)
+		require.NotEmpty(t, res[i].event.Data)
+	}
+	d, attempts, err := h.svc.Delivery(tenantContext(), reqs[1].DeliveryID)
+	require.NoError(t, err)
+	require.Nil(t, d.SentClaimID, "the stale pair's delivery was not taken")
+	require.Empty(t, attempts)
+
+	// The same batch again: everything was taken already, nothing is taken twice.
+	res, err = h.svc.writeTakes(context.Background(), withFreshAttempts(batch))
+	require.NoError(t, err)
+	for i, r := range res {
+		require.False(t, r.ok, "request %d", i)
+	}
+}
+
+func Test_copies_of_one_claim_in_one_batch_are_taken_once(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{})
+	rc := newReceiver(t, nil)
+	h.subscribe(rc.URL, "*")
+	req := bornRequests(t, h, 1)[0]
+	var wg sync.WaitGroup
+	results := make([]takeResult, 8)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := req
+			r.AttemptID = uuid.Must(uuid.NewV7())
+			var err error
+			results[i], err = h.svc.takes.do(context.Background(), r)
+			require.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	n := 0
+	for _, r := range results {
+		if r.ok {
+			n++
+		}
+	}
+	require.Equal(t, 1, n)
 }

@@ -83,17 +83,20 @@ func (s *Service) handleDeliveryRequested(ctx context.Context, e messaging.Event
 	return s.attemptWithinLimits(ctx, req)
 }
 
-// attempt takes the claim, sends and records the outcome.
+// attempt takes the claim, sends and records the outcome: take → send → complete. The take and the
+// outcome each join a batch with those of the replica's concurrent handlers (Service.takes,
+// Service.outcomes) and return once that batch committed.
 func (s *Service) attempt(ctx context.Context, req contract.DeliveryRequestedPayload) error {
 	attemptID, err := uuid.NewV7()
 	if err != nil {
 		return err
 	}
-	now := s.now()
-	t, ok, err := s.store.takeClaim(ctx, takeRequest{
-		DeliveryID: req.DeliveryID, Claim: req.ClaimID, AttemptID: attemptID, Now: now,
-		LeaseUntil: now.Add(s.cfg.ClaimLease), Instance: s.instance, AbandonedBefore: now.Add(-s.cfg.SendTimeout),
-	})
+	tenant, err := tenantOf(ctx)
+	if err != nil {
+		return err
+	}
+	took, err := s.takes.do(ctx, takeRequest{DeliveryID: req.DeliveryID, Claim: req.ClaimID, Tenant: tenant, AttemptID: attemptID})
+	t, ok := took.taken, took.ok
 	if err != nil {
 		return err
 	}
@@ -134,6 +137,17 @@ func (s *Service) send(ctx context.Context, t taken) sendResult {
 		return sendResult{StartedAt: s.now(), ErrorClass: errClassRequest, Error: err.Error()}
 	}
 	return s.sender.send(ctx, outgoing{URL: t.sub.URL, MessageID: t.event.ID, Body: body, Keys: keys, Headers: headers})
+}
+
+// writeTakes takes a batch of claims (store.takeClaims) with this replica's lease and instance.
+func (s *Service) writeTakes(ctx context.Context, reqs []takeRequest) ([]takeResult, error) {
+	ctx = tenancy.System(ctx, "webhooks takes") // the batch spans tenants: every request names its own
+	now := s.now()
+	for i := range reqs {
+		reqs[i].Now, reqs[i].LeaseUntil, reqs[i].Instance = now, now.Add(s.cfg.ClaimLease), s.instance
+		reqs[i].AbandonedBefore = now.Add(-s.cfg.SendTimeout)
+	}
+	return s.store.takeClaims(ctx, reqs)
 }
 
 // recordOutcome stores the delivery's new state, closes the attempt and updates the subscription's

@@ -63,9 +63,13 @@ func (s store) subscription(ctx context.Context, id uuid.UUID) (*Subscription, e
 	return &sub, nil
 }
 
-// takeRequest is what the consumer asks of store.takeClaim.
+// takeBatch is the most claims one statement takes.
+const takeBatch = 256
+
+// takeRequest is what the consumer asks of store.takeClaims: one copy of a DeliveryRequested.
 type takeRequest struct {
 	DeliveryID, Claim uuid.UUID
+	Tenant            uuid.UUID // the request's; takeClaim fills it from ctx
 	AttemptID         uuid.UUID // the attempt row opened by the take
 	Now               time.Time
 	LeaseUntil        time.Time // the take restarts the lease for the send
@@ -81,72 +85,136 @@ type taken struct {
 	attempt  *Attempt // in_flight
 }
 
-// takeClaim starts the attempt of a claim: in one statement it applies Delivery.CanStartAttempt
-// and StartAttempt as a conditional UPDATE (pending, claim current, not yet taken → sent_claim_id =
-// claim, attempt counted), opens the attempt row (result in_flight), closes the delivery's attempts
-// abandoned by a replica that stopped (result unknown), and returns the delivery with its new row
-// version, its subscription and its event: the consumer's only read.
-//
-// The subscription must be active; its row is read under FOR KEY SHARE, which a status change's
-// FOR UPDATE waits for (and which waits for it, then re-reads the new status): once a pause commits,
-// no take can still see the subscription active. Of two handlers of the same claim, on any replicas,
-// the row lock lets one through; the other re-checks the committed row, matches nothing and gets
-// ok = false, as does a stale claim. The returned version is what the outcome's xmin check compares against.
+// takeResult is what became of one takeRequest: ok is false when nothing was taken.
+type takeResult struct {
+	taken
+	ok bool
+}
+
+// takeClaim takes one claim (takeClaims for a batch of one, acting for the tenant of ctx).
 func (s store) takeClaim(ctx context.Context, r takeRequest) (t taken, ok bool, err error) {
-	tenant, err := tenantOf(ctx)
+	if r.Tenant, err = tenantOf(ctx); err != nil {
+		return taken{}, false, err
+	}
+	res, err := s.takeClaims(ctx, []takeRequest{r})
 	if err != nil {
 		return taken{}, false, err
 	}
-	d, sub, ev := &Delivery{}, &Subscription{}, &eventRecord{}
-	err = s.conn(ctx).Raw(`WITH sub AS (
+	return res[0].taken, res[0].ok, nil
+}
+
+// takeClaims starts the attempts of a batch of claims: in one statement it applies
+// Delivery.CanStartAttempt and StartAttempt as a conditional UPDATE to every (delivery, claim) pair
+// (pending, claim current, not yet taken → sent_claim_id = claim, attempt counted), opens each taken
+// claim's attempt row (result in_flight), closes the attempts of those deliveries abandoned by a
+// replica that stopped (result unknown), and returns each delivery with its new row version, its
+// subscription and its event: the consumer's only read. The requests' times, lease and instance are
+// the first request's; a batch holds each delivery at most once.
+//
+// The subscription must be active; its row is read under FOR KEY SHARE, which a status change's
+// FOR UPDATE waits for (and which waits for it, then re-reads the new status): once a pause commits,
+// no take can still see the subscription active. The deliveries are then locked in id order, so
+// batches of two replicas sharing rows wait for one another rather than deadlock; of two handlers of
+// the same claim, on any replicas, the row lock lets one through and the other re-checks the
+// committed row, matches nothing and gets ok = false, as does a stale claim, while the other pairs
+// of its batch are taken. The returned version is what the outcome's xmin check compares against.
+func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult, error) {
+	n := len(reqs)
+	if n == 0 {
+		return nil, nil
+	}
+	ids, tenants, claims, attempts := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	for i, r := range reqs {
+		ids[i], tenants[i], claims[i], attempts[i] = r.DeliveryID.String(), r.Tenant.String(), r.Claim.String(), r.AttemptID.String()
+	}
+	first := reqs[0]
+	rows, err := s.conn(ctx).Raw(`WITH r AS (
+		SELECT * FROM unnest(CAST(@ids AS text[])::uuid[], CAST(@tenants AS text[])::uuid[], CAST(@claims AS text[])::uuid[],
+			CAST(@attempts AS text[])::uuid[]) AS r(id, tenant, claim, attempt)),
+	sub AS (
 		SELECT s.id, s.url, s.secret, s.previous_secrets, s.headers
-		FROM webhook_subscriptions s JOIN webhook_deliveries d0 ON d0.subscription_id = s.id
-		WHERE d0.id = @id AND d0.tenant_id = @tenant AND s.status = 'active' AND s.deleted_at IS NULL
-			AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = @tenant AND t.disabled_at IS NOT NULL)
-		FOR KEY SHARE OF s),
+		FROM webhook_subscriptions s
+		WHERE s.id IN (SELECT d0.subscription_id FROM r JOIN webhook_deliveries d0 ON d0.id = r.id AND d0.tenant_id = r.tenant)
+			AND s.status = 'active' AND s.deleted_at IS NULL
+			AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = s.tenant_id AND t.disabled_at IS NOT NULL)
+		ORDER BY s.id FOR KEY SHARE OF s),
+	locked AS (
+		SELECT d.id, r.attempt FROM webhook_deliveries d JOIN r ON r.id = d.id AND r.tenant = d.tenant_id
+		WHERE d.subscription_id IN (SELECT id FROM sub) AND d.status = @pending AND d.claim_id = r.claim
+			AND d.sent_claim_id IS DISTINCT FROM d.claim_id
+		ORDER BY d.id FOR UPDATE OF d),
 	taken AS (
 		UPDATE webhook_deliveries d SET sent_claim_id = claim_id, next_attempt_at = @lease,
 			attempt_count = attempt_count + 1, claimed_by = @instance, rate_slot_at = NULL
-		FROM sub
-		WHERE d.id = @id AND d.tenant_id = @tenant AND d.subscription_id = sub.id AND d.status = @pending AND d.claim_id = @claim
-			AND d.sent_claim_id IS DISTINCT FROM d.claim_id
-		RETURNING d.id, d.subscription_id, d.event_id, d.event_type, d.status, d.attempt_count, d.round_failures,
+		FROM locked l
+		WHERE d.id = l.id
+		RETURNING d.id, d.tenant_id, d.subscription_id, d.event_id, d.event_type, d.status, d.attempt_count, d.round_failures,
 			d.next_trigger, d.next_attempt_at, d.claim_id, d.sent_claim_id, d.claimed_by, d.last_status_code,
-			d.last_error, d.created_at, d.updated_at, d.xmin),
+			d.last_error, d.created_at, d.updated_at, d.xmin, l.attempt),
 	opened AS (
 		INSERT INTO webhook_attempts (id, tenant_id, delivery_id, subscription_id, number, trigger, started_at, duration_ms, result, instance)
-		SELECT @attempt, @tenant, id, subscription_id, attempt_count, next_trigger, @now, 0, 'in_flight', @instance FROM taken),
+		SELECT attempt, tenant_id, id, subscription_id, attempt_count, next_trigger, @now, 0, 'in_flight', @instance FROM taken),
 	abandoned AS (
-		UPDATE webhook_attempts SET result = 'unknown', error_class = 'unknown',
+		UPDATE webhook_attempts a SET result = 'unknown', error_class = 'unknown',
 			error = 'the replica sending it stopped before recording the outcome'
-		WHERE delivery_id = @id AND result = 'in_flight' AND started_at < @abandoned AND EXISTS (SELECT 1 FROM taken))
-	SELECT d.id, d.subscription_id, d.event_id, d.event_type, d.status, d.attempt_count,
+		FROM taken t
+		WHERE a.delivery_id = t.id AND a.result = 'in_flight' AND a.started_at < @abandoned)
+	SELECT d.id, d.tenant_id, d.subscription_id, d.event_id, d.event_type, d.status, d.attempt_count,
 		d.round_failures, d.next_trigger, d.next_attempt_at, d.claim_id, d.sent_claim_id, d.claimed_by,
-		d.last_status_code, d.last_error, d.created_at, d.updated_at, d.xmin,
+		d.last_status_code, d.last_error, d.created_at, d.updated_at, d.xmin, d.attempt,
 		s.url, s.secret, s.previous_secrets, s.headers,
 		e.type, e.data, e.created_at
 	FROM taken d
 	JOIN sub s ON s.id = d.subscription_id
-	JOIN webhook_events e ON e.tenant_id = @tenant AND e.id = d.event_id`,
-		sql.Named("tenant", tenant), sql.Named("id", r.DeliveryID), sql.Named("lease", r.LeaseUntil), sql.Named("instance", r.Instance),
-		sql.Named("pending", StatusPending), sql.Named("claim", r.Claim), sql.Named("attempt", r.AttemptID),
-		sql.Named("now", r.Now), sql.Named("abandoned", r.AbandonedBefore)).Row().Scan(
-		&d.ID, &d.SubscriptionID, &d.EventID, &d.EventType, &d.Status, &d.AttemptCount,
-		&d.RoundFailures, &d.NextTrigger, &d.NextAttemptAt, &d.ClaimID, &d.SentClaimID, &d.ClaimedBy,
-		&d.LastStatusCode, &d.LastError, &d.CreatedAt, &d.UpdatedAt, &d.Version,
-		&sub.URL, &sub.Secret, &sub.PreviousSecrets, &sub.Headers,
-		&ev.Type, &ev.Data, &ev.CreatedAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return taken{}, false, nil
-	}
+	JOIN webhook_events e ON e.tenant_id = d.tenant_id AND e.id = d.event_id`,
+		sql.Named("ids", pgArray[string](ids)), sql.Named("tenants", pgArray[string](tenants)), sql.Named("claims", pgArray[string](claims)),
+		sql.Named("attempts", pgArray[string](attempts)), sql.Named("lease", first.LeaseUntil), sql.Named("instance", first.Instance),
+		sql.Named("pending", StatusPending), sql.Named("now", first.Now), sql.Named("abandoned", first.AbandonedBefore)).Rows()
 	if err != nil {
-		return taken{}, false, fmt.Errorf("take claim %s of delivery %s: %w", r.Claim, r.DeliveryID, err)
+		return nil, fmt.Errorf("take %d claims: %w", n, err)
 	}
-	sub.ID, sub.Status, ev.ID = d.SubscriptionID, StatusActive, d.EventID
-	d.TenantID, sub.TenantID, ev.TenantID = tenant, tenant, tenant
-	a := &Attempt{ID: r.AttemptID, Owned: tenancy.Owned{TenantID: tenant}, DeliveryID: d.ID, SubscriptionID: d.SubscriptionID, Number: d.AttemptCount,
-		Trigger: d.NextTrigger, StartedAt: r.Now, Result: ResultInFlight, Instance: r.Instance}
-	return taken{delivery: d, sub: sub, event: ev, attempt: a}, true, nil
+	defer rows.Close()
+	byDelivery := make(map[uuid.UUID]taken, n)
+	for rows.Next() {
+		d, sub, ev := &Delivery{}, &Subscription{}, &eventRecord{}
+		var attemptID uuid.UUID
+		if err := rows.Scan(&d.ID, &d.TenantID, &d.SubscriptionID, &d.EventID, &d.EventType, &d.Status, &d.AttemptCount,
+			&d.RoundFailures, &d.NextTrigger, &d.NextAttemptAt, &d.ClaimID, &d.SentClaimID, &d.ClaimedBy,
+			&d.LastStatusCode, &d.LastError, &d.CreatedAt, &d.UpdatedAt, &d.Version, &attemptID,
+			&sub.URL, &sub.Secret, &sub.PreviousSecrets, &sub.Headers,
+			&ev.Type, &ev.Data, &ev.CreatedAt); err != nil {
+			return nil, fmt.Errorf("take %d claims: %w", n, err)
+		}
+		sub.ID, sub.Status, ev.ID = d.SubscriptionID, StatusActive, d.EventID
+		sub.TenantID, ev.TenantID = d.TenantID, d.TenantID
+		a := &Attempt{ID: attemptID, Owned: tenancy.Owned{TenantID: d.TenantID}, DeliveryID: d.ID, SubscriptionID: d.SubscriptionID,
+			Number: d.AttemptCount, Trigger: d.NextTrigger, StartedAt: first.Now, Result: ResultInFlight, Instance: first.Instance}
+		byDelivery[d.ID] = taken{delivery: d, sub: sub, event: ev, attempt: a}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("take %d claims: %w", n, err)
+	}
+	out := make([]takeResult, n)
+	for i, r := range reqs {
+		if t, ok := byDelivery[r.DeliveryID]; ok && t.attempt.ID == r.AttemptID {
+			out[i] = takeResult{taken: t, ok: true}
+		}
+	}
+	return out, nil
+}
+
+// oncePerDelivery keeps the first request of each delivery in a batch and defers the others to the next.
+func oncePerDelivery(reqs []takeRequest) (now, later []int) {
+	seen := make(map[uuid.UUID]bool, len(reqs))
+	for i, r := range reqs {
+		if seen[r.DeliveryID] {
+			later = append(later, i)
+			continue
+		}
+		seen[r.DeliveryID] = true
+		now = append(now, i)
+	}
+	return now, later
 }
 
 func (s store) subscriptions(ctx context.Context, after uuid.UUID, limit int) ([]Subscription, error) {

@@ -128,11 +128,7 @@ func (s *Service) send(ctx context.Context, t taken) sendResult {
 	if err != nil {
 		return sendResult{StartedAt: s.now(), ErrorClass: errClassRequest, Error: err.Error()}
 	}
-	keys, err := t.sub.signingKeys(s.now(), s.sealer)
-	if err != nil {
-		return sendResult{StartedAt: s.now(), ErrorClass: errClassRequest, Error: err.Error()}
-	}
-	headers, err := s.sealer.openHeaders(t.sub.ID, t.sub.Headers)
+	keys, headers, err := s.opened.of(t.sub, s.now(), s.sealer)
 	if err != nil {
 		return sendResult{StartedAt: s.now(), ErrorClass: errClassRequest, Error: err.Error()}
 	}

@@ -252,9 +252,10 @@ type Service struct {
 	instance string
 	gate     *sendGate
 	rates    *rateCache
-	sealer   sealer // secrets and header values at rest; set by Register (none: stored as they are)
+	sealer   sealer                            // secrets and header values at rest; set by Register (none: stored as they are)
 	takes    *batcher[takeRequest, takeResult] // the take of each handled request, batched
 	outcomes *batcher[outcome, committed]      // the outcome of each send, batched
+	opened   *openedCache                      // subscriptions' opened keys and headers, per row version
 }
 
 // NewService wires the service; cfg must have passed Validate.
@@ -287,7 +288,7 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 		cfg: cfg, db: db, store: store{db: db}, events: events, catalog: catalog, targets: targets,
 		sender: newSender(cfg.SendTimeout, targets, time.Now),
 		log:    log, metrics: met, now: database.Now, jitter: jitter, instance: defaultInstance(),
-		gate: newSendGate(cfg.Concurrency, cfg.EndpointConcurrency, time.Now), rates: &rateCache{},
+		gate: newSendGate(cfg.Concurrency, cfg.EndpointConcurrency, time.Now), rates: &rateCache{}, opened: &openedCache{},
 	}
 	svc.takes = newBatcher(takeBatch, svc.writeTakes)
 	svc.takes.split = oncePerDelivery

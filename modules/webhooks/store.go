@@ -132,7 +132,7 @@ func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult
 		SELECT * FROM unnest(CAST(@ids AS text[])::uuid[], CAST(@tenants AS text[])::uuid[], CAST(@claims AS text[])::uuid[],
 			CAST(@attempts AS text[])::uuid[]) AS r(id, tenant, claim, attempt)),
 	sub AS (
-		SELECT s.id, s.url, s.secret, s.previous_secrets, s.headers
+		SELECT s.id, s.url, s.secret, s.previous_secrets, s.headers, s.xmin
 		FROM webhook_subscriptions s
 		WHERE s.id IN (SELECT d0.subscription_id FROM r JOIN webhook_deliveries d0 ON d0.id = r.id AND d0.tenant_id = r.tenant)
 			AND s.status = 'active' AND s.deleted_at IS NULL
@@ -162,7 +162,7 @@ func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult
 	SELECT d.id, d.tenant_id, d.subscription_id, d.event_id, d.event_type, d.status, d.attempt_count,
 		d.round_failures, d.next_trigger, d.next_attempt_at, d.claim_id, d.sent_claim_id, d.claimed_by,
 		d.last_status_code, d.last_error, d.created_at, d.updated_at, d.xmin, d.attempt,
-		s.url, s.secret, s.previous_secrets, s.headers,
+		s.url, s.secret, s.previous_secrets, s.headers, s.xmin,
 		e.type, e.data, e.created_at
 	FROM taken d
 	JOIN sub s ON s.id = d.subscription_id
@@ -181,7 +181,7 @@ func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult
 		if err := rows.Scan(&d.ID, &d.TenantID, &d.SubscriptionID, &d.EventID, &d.EventType, &d.Status, &d.AttemptCount,
 			&d.RoundFailures, &d.NextTrigger, &d.NextAttemptAt, &d.ClaimID, &d.SentClaimID, &d.ClaimedBy,
 			&d.LastStatusCode, &d.LastError, &d.CreatedAt, &d.UpdatedAt, &d.Version, &attemptID,
-			&sub.URL, &sub.Secret, &sub.PreviousSecrets, &sub.Headers,
+			&sub.URL, &sub.Secret, &sub.PreviousSecrets, &sub.Headers, &sub.Version,
 			&ev.Type, &ev.Data, &ev.CreatedAt); err != nil {
 			return nil, fmt.Errorf("take %d claims: %w", n, err)
 		}

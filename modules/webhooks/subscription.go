@@ -264,25 +264,32 @@ func (s *Subscription) wants(eventType string) bool {
 // signingKeys opens the secrets and returns the HMAC keys a request is signed with at now: the
 // current secret, then each rotated-out one until its expiry.
 func (s *Subscription) signingKeys(now time.Time, seal sealer) ([][]byte, error) {
+	keys, _, err := s.openSigningKeys(now, seal)
+	return keys, err
+}
+
+// openSigningKeys is signingKeys with, for each rotated-out key, when it stops signing.
+func (s *Subscription) openSigningKeys(now time.Time, seal sealer) (keys [][]byte, expiries []time.Time, err error) {
 	secret, err := seal.openSecret(s.ID, s.Secret)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	key, err := secretKey(secret)
 	if err != nil {
-		return nil, fmt.Errorf("subscription %s: stored secret: %w", s.ID, err)
+		return nil, nil, fmt.Errorf("subscription %s: stored secret: %w", s.ID, err)
 	}
-	keys := [][]byte{key}
+	keys = [][]byte{key}
 	for _, ps := range s.PreviousSecrets.signingAt(now) {
 		previous, err := seal.openSecret(s.ID, ps.Secret)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if prev, err := secretKey(previous); err == nil {
 			keys = append(keys, prev)
+			expiries = append(expiries, ps.ExpiresAt)
 		}
 	}
-	return keys, nil
+	return keys, expiries, nil
 }
 
 // validateTargetURL accepts absolute http(s) URLs with a host, a port in 1–65535 and no credentials.

@@ -91,7 +91,7 @@ func (s *Service) attempt(ctx context.Context, req contract.DeliveryRequestedPay
 	if err != nil {
 		return err
 	}
-	tenant, err := tenantOf(ctx)
+	tenant, err := tenancy.Require(ctx)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/keelson/keelson/modules/webhooks/contract"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // rateTolerance is how late a reserved send may start; later, it reserves a new slot rather than
@@ -130,7 +131,7 @@ func (c *rateCache) of(ctx context.Context, st store, sub uuid.UUID, now time.Ti
 
 // rateLimit reads a subscription's limit; 0 when none (or the subscription is gone).
 func (s store) rateLimit(ctx context.Context, sub uuid.UUID) (float64, error) {
-	tenant, err := tenantOf(ctx)
+	tenant, err := tenancy.Require(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -165,7 +166,7 @@ func (s store) reserveRateSlot(ctx context.Context, sub uuid.UUID, rate float64)
 // putBack clears an untaken claim and makes the delivery due at due, with its reserved slot if any.
 // No attempt is counted. ok is false when the claim is no longer current or already taken.
 func (s store) putBack(ctx context.Context, id, claim uuid.UUID, due time.Time, slot *time.Time) (bool, error) {
-	tenant, err := tenantOf(ctx)
+	tenant, err := tenancy.Require(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -189,7 +190,7 @@ func (s store) subscriptionOf(ctx context.Context, delivery uuid.UUID) (uuid.UUI
 // cleared, the attempt uncounted and its row removed, and the delivery is due now to reserve anew.
 // If a redelivery changed the row meanwhile, only the unsent attempt's row goes.
 func (s store) untake(ctx context.Context, t taken, now time.Time) error {
-	tenant, err := tenantOf(ctx)
+	tenant, err := tenancy.Require(ctx)
 	if err != nil {
 		return err
 	}

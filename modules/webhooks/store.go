@@ -21,16 +21,6 @@ type store struct{ db *database.DB }
 
 func (s store) conn(ctx context.Context) *gorm.DB { return s.db.Conn(ctx) }
 
-// tenantOf is the tenant ctx acts for, which raw statements name themselves: the tenancy plugin
-// scopes model-bound statements only. Raw statements that span tenants run in a system context
-// and do not call it (the sweep, retention).
-func tenantOf(ctx context.Context) (uuid.UUID, error) {
-	if t, ok := tenancy.From(ctx); ok {
-		return t, nil
-	}
-	return uuid.Nil, tenancy.ErrNoTenant
-}
-
 func notFound(err error, entity string, id any) error {
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return apperr.NotFound(entity, toString(id))
@@ -93,7 +83,7 @@ type takeResult struct {
 
 // takeClaim takes one claim (takeClaims for a batch of one, acting for the tenant of ctx).
 func (s store) takeClaim(ctx context.Context, r takeRequest) (t taken, ok bool, err error) {
-	if r.Tenant, err = tenantOf(ctx); err != nil {
+	if r.Tenant, err = tenancy.Require(ctx); err != nil {
 		return taken{}, false, err
 	}
 	res, err := s.takeClaims(ctx, []takeRequest{r})
@@ -353,7 +343,7 @@ func (s store) resetHealth(ctx context.Context, id uuid.UUID) error {
 // releaseWaiting makes due now the pending deliveries of a subscription whose claims were issued but
 // not taken (their requests arrived while it was not active and sent nothing); retries keep their time.
 func (s store) releaseWaiting(ctx context.Context, subID uuid.UUID, now time.Time) error {
-	tenant, err := tenantOf(ctx)
+	tenant, err := tenancy.Require(ctx)
 	if err != nil {
 		return err
 	}
@@ -365,7 +355,7 @@ func (s store) releaseWaiting(ctx context.Context, subID uuid.UUID, now time.Tim
 // cancelPending fails every pending delivery of a subscription (on delete) and returns how many.
 // A send in flight then finds its outcome superseded.
 func (s store) cancelPending(ctx context.Context, subID uuid.UUID, now time.Time, reason string) (int, error) {
-	tenant, err := tenantOf(ctx)
+	tenant, err := tenancy.Require(ctx)
 	if err != nil {
 		return 0, err
 	}

@@ -43,17 +43,7 @@ func TestOnePostedWebhookEventIsOneTraceThatIncludesTheSend(t *testing.T) {
 	base := startTracedApp(t, mods, telemetry.Tracing{Provider: tp, Enabled: true})
 
 	post := func(path, body string, header map[string]string) *http.Response {
-		req, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewBufferString(body))
-		req.Header.Set("Authorization", "Bearer "+testToken)
-		req.Header.Set("Content-Type", "application/json")
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
+		return postAsTestToken(t, base+path, body, header)
 	}
 	resp := post("/api/v1/webhooks/subscriptions", `{"url":"`+receiver.URL+`/hooks","event_types":["order.*"]}`, nil)
 	resp.Body.Close()
@@ -135,16 +125,7 @@ func TestARequestThatEnqueuesAJobIsOneTraceThatIncludesTheJob(t *testing.T) {
 	base := startTracedApp(t, mods, telemetry.Tracing{Provider: tp, Enabled: true})
 
 	post := func(path, body string, header map[string]string) map[string]any {
-		req, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewBufferString(body))
-		req.Header.Set("Authorization", "Bearer "+testToken)
-		req.Header.Set("Content-Type", "application/json")
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := postAsTestToken(t, base+path, body, header)
 		defer resp.Body.Close()
 		var out map[string]any
 		_ = json.NewDecoder(resp.Body).Decode(&out)
@@ -191,4 +172,20 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// postAsTestToken POSTs a JSON body with the bootstrap token and any extra headers.
+func postAsTestToken(t *testing.T, url, body string, header map[string]string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewBufferString(body))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }

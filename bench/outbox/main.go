@@ -11,8 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"os"
-	"runtime"
 	"time"
 
 	"github.com/keelson/keelson/bench/internal/benchenv"
@@ -43,9 +41,7 @@ func main() {
 
 	log.SetFlags(log.Ltime)
 	ctx := context.Background()
-	host, _ := os.Hostname()
-	fmt.Printf("# outbox benchmark — %s, %d CPUs, %s, %s\n\n", host, runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format(time.RFC3339))
-	fmt.Printf("load average at start: %s\n\n", loadAverage())
+	benchenv.Header("outbox")
 
 	if !o.skipSchema {
 		if err := compareSchemas(ctx, o); err != nil {
@@ -59,13 +55,5 @@ func main() {
 	if err != nil {
 		log.Fatalf("pgbench: %v", err)
 	}
-	fmt.Printf("## pgbench -N -c 8 -j 2 -T 10 (alone)\n\n%.0f tps\n\nload average at end: %s\n", tps, loadAverage())
-}
-
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return string(b[:len(b)-1])
+	fmt.Printf("## pgbench -N -c 8 -j 2 -T 10 (alone)\n\n%.0f tps\n\nload average at end: %s\n", tps, benchenv.LoadAverage())
 }

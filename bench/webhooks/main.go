@@ -36,8 +36,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"os"
-	"runtime"
 	"time"
 
 	"github.com/keelson/keelson/bench/internal/benchenv"
@@ -95,9 +93,7 @@ func main() {
 	log.SetFlags(log.Ltime)
 
 	ctx := context.Background()
-	host, _ := os.Hostname()
-	fmt.Printf("# webhooks benchmark — %s, %d CPUs, %s, %s\n\n", host, runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format(time.RFC3339))
-	fmt.Printf("load average at start: %s\n\n", loadAverage())
+	benchenv.Header("webhooks")
 	if err := run(ctx, o); err != nil {
 		log.Fatal(err)
 	}
@@ -120,7 +116,7 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.peer != "" || o.beforeBin != "" {
 		err := sideBySide(ctx, o, bin)
-		fmt.Printf("load average at end: %s\n", loadAverage())
+		fmt.Printf("load average at end: %s\n", benchenv.LoadAverage())
 		return err
 	}
 	env, err := newEnvironment(ctx, o, bin)
@@ -152,14 +148,6 @@ func run(ctx context.Context, o options) error {
 		}
 		fmt.Printf("## pgbench -N -c 8 -j 2 -T 10 (same run, replicas idle)\n\n%.0f tps\n\n", tps)
 	}
-	fmt.Printf("load average at end: %s\n", loadAverage())
+	fmt.Printf("load average at end: %s\n", benchenv.LoadAverage())
 	return nil
-}
-
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil || len(b) == 0 {
-		return "?"
-	}
-	return string(b[:len(b)-1])
 }

@@ -32,7 +32,7 @@ func sideBySide(ctx context.Context, o options, bin string) error {
 			systems = systems[:len(systems)-1]
 		}
 		for _, which := range systems {
-			load := loadAverage()
+			load := benchenv.LoadAverage()
 			fmt.Printf("# round %d, %s (load average %s)\n\n", round, which, load)
 			r, err := oneRound(ctx, o, bin, which, round)
 			if err != nil {

@@ -1,5 +1,5 @@
-// Package benchenv is what the benchmark programs share: throwaway databases and the machine's
-// PostgreSQL ceiling (pgbench -N) measured in the same run.
+// Package benchenv is what the benchmark programs share: the report's header and load average,
+// throwaway databases and the machine's PostgreSQL ceiling (pgbench -N) measured in the same run.
 package benchenv
 
 import (
@@ -9,12 +9,32 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strconv"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver
 )
+
+// Header prints the report's title with the machine it runs on and the load average at the start.
+func Header(name string) {
+	host, _ := os.Hostname()
+	fmt.Printf("# %s benchmark — %s, %d CPUs, %s, %s\n\n", name, host, runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("load average at start: %s\n\n", LoadAverage())
+}
+
+// LoadAverage is /proc/loadavg without its newline ("?" where there is none): the figures beside it
+// are only as good as the machine was idle.
+func LoadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil || len(b) == 0 {
+		return "?"
+	}
+	return string(b[:len(b)-1])
+}
 
 // Throwaway creates an empty database and returns its URL and a function that drops it.
 func Throwaway(ctx context.Context, adminURL, prefix string) (string, func(), error) {

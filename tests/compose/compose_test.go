@@ -3,7 +3,6 @@
 package compose
 
 import (
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,10 +34,7 @@ func TestTheComposeFileRunsTheAppAndLosesNoEventUnderFaults(t *testing.T) {
 	}
 	s.awaitTypes(out, "order.created", "conversation.renamed")
 
-	if status, body, err := post(replicaURLs["app1"], "/webhooks/subscriptions", map[string]any{
-		"url": "http://receiver:9000/hooks", "event_types": []string{"load.*"}, "secret": secret}); err != nil || status != http.StatusCreated {
-		t.Fatalf("subscribe the load: %d %v %s", status, err, body)
-	}
+	s.subscribeLoad()
 	app2Started := s.inspect(s.container("app2"), "{{.State.StartedAt}}")
 	var results []outcome
 
@@ -46,7 +42,7 @@ func TestTheComposeFileRunsTheAppAndLosesNoEventUnderFaults(t *testing.T) {
 	// claimed deliveries once their lease expired.
 	app1 := s.container("app1")
 	phase := time.Now()
-	ids := load(t, "kill", 1000, []string{"app1", "app2"}, 300, func() { s.must(time.Minute, "docker", "kill", app1) })
+	ids := s.load("kill", 1000, []string{"app1", "app2"}, 300, func() { s.must(time.Minute, "docker", "kill", app1) })
 	o := s.awaitDelivered("kill", ids, phase, 4*time.Minute)
 	s.must(time.Minute, "docker", "start", app1) // an operator (or an orchestrator) brings it back
 	o.replicasRestored = s.waitHealthy(3*time.Minute, "app1", "app2")
@@ -56,7 +52,7 @@ func TestTheComposeFileRunsTheAppAndLosesNoEventUnderFaults(t *testing.T) {
 	network, rabbit := s.network(), s.container("rabbitmq")
 	reconnected := make(chan time.Time, 1)
 	phase = time.Now()
-	ids = load(t, "broker-cut", 1000, []string{"app1", "app2"}, 200, func() {
+	ids = s.load("broker-cut", 1000, []string{"app1", "app2"}, 200, func() {
 		s.must(time.Minute, "docker", "network", "disconnect", network, rabbit)
 		time.AfterFunc(10*time.Second, func() {
 			out, err := s.run(time.Minute, "docker", "network", "connect", "--alias", "rabbitmq", network, rabbit)
@@ -76,7 +72,7 @@ func TestTheComposeFileRunsTheAppAndLosesNoEventUnderFaults(t *testing.T) {
 	postgres := s.container("postgres")
 	var restarted time.Time
 	phase = time.Now()
-	ids = load(t, "db-restart", 1000, []string{"app1", "app2"}, 300, func() {
+	ids = s.load("db-restart", 1000, []string{"app1", "app2"}, 300, func() {
 		s.must(2*time.Minute, "docker", "restart", postgres)
 		restarted = time.Now()
 	})
@@ -89,7 +85,7 @@ func TestTheComposeFileRunsTheAppAndLosesNoEventUnderFaults(t *testing.T) {
 	s.must(5*time.Minute, s.cmd("--profile", "scale", "up", "-d", "--no-deps", "app3")...)
 	app3Healthy := s.waitHealthy(3*time.Minute, "app3")
 	phase = time.Now()
-	ids = load(t, "three-replicas", 1000, []string{"app1", "app2", "app3"}, 0, nil)
+	ids = s.load("three-replicas", 1000, []string{"app1", "app2", "app3"}, 0, nil)
 	o = s.awaitDelivered("three-replicas", ids, phase, 4*time.Minute)
 	o.replicasRestored = app3Healthy
 	results = append(results, o)
@@ -143,10 +139,7 @@ func TestAStoppedBrokerNodeOfTheClusterLosesNoEvent(t *testing.T) {
 	s.must(20*time.Minute, cluster("up", "--build", "-d")...)
 	s.waitHealthy(3*time.Minute, "postgres", "receiver", "app1", "app2")
 
-	if status, body, err := post(replicaURLs["app1"], "/webhooks/subscriptions", map[string]any{
-		"url": "http://receiver:9000/hooks", "event_types": []string{"load.*"}, "secret": secret}); err != nil || status != http.StatusCreated {
-		t.Fatalf("subscribe the load: %d %v %s", status, err, body)
-	}
+	s.subscribeLoad()
 	var queues []struct{ Name, Type string }
 	if err := s.brokerAPI("rabbitmq", "/api/queues/%2F?columns=name,type", &queues); err != nil {
 		t.Fatalf("list the cluster's queues: %v", err)
@@ -169,7 +162,7 @@ func TestAStoppedBrokerNodeOfTheClusterLosesNoEvent(t *testing.T) {
 	first := s.container("rabbitmq")
 	var stopped time.Time
 	phase := time.Now()
-	ids := load(t, "node-stop", 1000, []string{"app1", "app2"}, 300, func() {
+	ids := s.load("node-stop", 1000, []string{"app1", "app2"}, 300, func() {
 		s.must(time.Minute, "docker", "stop", "-t", "10", first)
 		stopped = time.Now()
 	})
@@ -208,8 +201,10 @@ func (s *stack) walkthrough() string {
 	if !found || !closed || !strings.Contains(block, "docker compose up") {
 		s.t.Fatal("README.md has no compose walkthrough block after <!-- compose walkthrough -->")
 	}
+	// The block speaks of app1's default port; the stack published app1 on a free one.
 	script := "set -euo pipefail\n" +
 		`if ! docker compose version >/dev/null 2>&1; then docker() { if [ "$1" = compose ]; then shift; command docker-compose "$@"; else command docker "$@"; fi; }; fi` +
+		"\n" + `curl() { command curl "${@//127.0.0.1:8081/` + strings.TrimPrefix(s.urls["app1"], "http://") + `}"; }` +
 		"\n" + block
 	return s.must(20*time.Minute, "bash", "-c", script)
 }

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 )
 
@@ -20,16 +19,11 @@ const (
 	secret = "whsec_a2VlbHNvbi1kZW1vLXNlY3JldC1kby1ub3QtcmV1c2U="
 )
 
-var replicaURLs = map[string]string{
-	"app1": "http://127.0.0.1:8081",
-	"app2": "http://127.0.0.1:8082",
-	"app3": "http://127.0.0.1:8083",
-}
-
 var client = &http.Client{Timeout: 5 * time.Second}
 
-// post sends a JSON request to the API of a replica and returns the status.
-func post(base, path string, body any) (int, []byte, error) {
+// post sends a JSON request to the API of a replica and returns the status; a non-empty key is sent
+// as Idempotency-Key, so a request repeated after a timeout takes effect once.
+func post(base, path, key string, body any) (int, []byte, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return 0, nil, err
@@ -40,6 +34,9 @@ func post(base, path string, body any) (int, []byte, error) {
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -50,10 +47,29 @@ func post(base, path string, body any) (int, []byte, error) {
 	return resp.StatusCode, buf.Bytes(), nil
 }
 
+// subscribeLoad subscribes the receiver to the load's events through app1, sending the request again
+// (same Idempotency-Key, so one subscription) while a busy replica answers late or not at all.
+func (s *stack) subscribeLoad() {
+	s.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		status, body, err := post(s.urls["app1"], "/webhooks/subscriptions", "subscribe-load-"+s.project, map[string]any{
+			"url": "http://receiver:9000/hooks", "event_types": []string{"load.*"}, "secret": secret})
+		if err == nil && status == http.StatusCreated {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("subscribe the load: %d %v %s", status, err, body)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
 // load publishes n events of one phase through the given replicas, 8 at a time. An event whose
 // request fails is sent again, with the same id, to the next replica until one accepts it (202, or
 // 200 when an earlier attempt was stored after all). onPublished runs once after the given count.
-func load(t *testing.T, phase string, n int, replicas []string, at int, onPublished func()) []string {
+func (s *stack) load(phase string, n int, replicas []string, at int, onPublished func()) []string {
+	t := s.t
 	t.Helper()
 	ids := make([]string, n)
 	for i := range ids {
@@ -71,8 +87,8 @@ func load(t *testing.T, phase string, n int, replicas []string, at int, onPublis
 			for i := range next {
 				deadline := time.Now().Add(3 * time.Minute)
 				for attempt := 0; ; attempt++ {
-					base := replicaURLs[replicas[(i+attempt)%len(replicas)]]
-					status, body, err := post(base, "/webhooks/events", map[string]any{
+					base := s.urls[replicas[(i+attempt)%len(replicas)]]
+					status, body, err := post(base, "/webhooks/events", "", map[string]any{
 						"id": ids[i], "type": "load." + phase, "data": map[string]int{"n": i}})
 					if err == nil && (status == http.StatusAccepted || status == http.StatusOK) {
 						break

@@ -28,7 +28,8 @@ type stack struct {
 	dir     string
 	project string
 	env     []string
-	compose []string // "docker compose" when the plugin exists, else Compose v1's docker-compose
+	urls    map[string]string // replica → its API on the host port the stack published
+	compose []string          // "docker compose" when the plugin exists, else Compose v1's docker-compose
 }
 
 // timingOverride shortens the waits a fault test would otherwise sit out (a dead replica's claims
@@ -63,16 +64,20 @@ func (s *stack) appendOverride(services string) {
 	}
 }
 
-// freePort is a loopback port nothing listens on now.
-func freePort(t *testing.T) string {
+// freePorts are n distinct loopback ports nothing listens on now (all held open until all are chosen).
+func freePorts(t *testing.T, n int) []string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var ports []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		_, port, _ := net.SplitHostPort(l.Addr().String())
+		ports = append(ports, port)
 	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
+	return ports
 }
 
 func newStack(t *testing.T) *stack {
@@ -90,8 +95,16 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	s.env = append(os.Environ(), "COMPOSE_PROJECT_NAME="+s.project,
-		"BUILD_GOFLAGS=-mod=vendor", "BUILD_GOPROXY=off", "COMPOSE_PROFILES=",
-		"COMPOSE_POSTGRES_PORT="+freePort(t)) // the default 5433 may be another PostgreSQL's on this machine
+		"BUILD_GOFLAGS=-mod=vendor", "BUILD_GOPROXY=off", "COMPOSE_PROFILES=")
+	// Free host ports, not the defaults: another stack, or a PostgreSQL on 5433, may hold those.
+	ports := freePorts(t, 6)
+	s.urls = map[string]string{}
+	for i, replica := range []string{"app1", "app2", "app3"} {
+		s.urls[replica] = "http://127.0.0.1:" + ports[i]
+		s.env = append(s.env, "COMPOSE_"+strings.ToUpper(replica)+"_PORT="+ports[i])
+	}
+	s.env = append(s.env, "COMPOSE_RECEIVER_PORT="+ports[3], "COMPOSE_POSTGRES_PORT="+ports[4],
+		"COMPOSE_RABBITMQ_MANAGEMENT_PORT="+ports[5])
 	if os.Getenv("KEELSON_COMPOSE_UPSTREAM_IMAGES") == "" { // no registry: local stand-ins
 		vars := standins(t)
 		for i, v := range vars {

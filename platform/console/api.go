@@ -120,6 +120,24 @@ func (a *api) do(r *http.Request, token string, c call, out any) error {
 
 var saneFormKey = regexp.MustCompile(`^[A-Za-z0-9_-]{16,64}$`)
 
+// listPage fetches one page of the API list at path, from the ?cursor the console page was given;
+// next is the console address of the page after it (the console page at, with that page's cursor),
+// "" on the last.
+func listPage[T any](a *api, g *gin.Context, token, path string, limit int, at string) (items []T, next string, err error) {
+	q := url.Values{"limit": {itoa(limit)}}
+	if cur := g.Query("cursor"); cur != "" {
+		q.Set("cursor", cur)
+	}
+	var l list[T]
+	if err := a.do(g.Request, token, call{method: http.MethodGet, path: path, query: q}, &l); err != nil {
+		return nil, "", err
+	}
+	if l.NextCursor != nil {
+		next = Prefix + at + "?" + url.Values{"cursor": {*l.NextCursor}}.Encode()
+	}
+	return l.Items, next, nil
+}
+
 // formKey reads the idempotency key a form was rendered with; anything else is ignored.
 func formKey(g *gin.Context) string {
 	if k := g.PostForm("form_key"); saneFormKey.MatchString(k) {

@@ -46,18 +46,11 @@ type conversationsData struct {
 }
 
 func (c *Console) conversations(g *gin.Context, s session) error {
-	q := url.Values{"limit": {"50"}}
-	if cur := g.Query("cursor"); cur != "" {
-		q.Set("cursor", cur)
-	}
-	var l list[conversation]
-	if err := c.api.do(g.Request, s.Token, call{method: http.MethodGet, path: "/conversations", query: q}, &l); err != nil {
+	items, next, err := listPage[conversation](c.api, g, s.Token, "/conversations", 50, "/conversations")
+	if err != nil {
 		return err
 	}
-	data := conversationsData{Items: l.Items}
-	if l.NextCursor != nil {
-		data.Next = Prefix + "/conversations?" + url.Values{"cursor": {*l.NextCursor}}.Encode()
-	}
+	data := conversationsData{Items: items, Next: next}
 	c.render(g, http.StatusOK, "conversations", page{Title: "Conversations", Section: "conversations", Session: &s, Data: data})
 	return nil
 }
@@ -92,21 +85,14 @@ func (c *Console) conversation(g *gin.Context, s session) error {
 	if err := c.api.do(g.Request, s.Token, call{method: http.MethodGet, path: "/conversations/" + id}, &conv); err != nil {
 		return err
 	}
-	q := url.Values{"limit": {itoa(messagesPerPage)}}
-	if cur := g.Query("cursor"); cur != "" {
-		q.Set("cursor", cur)
-	}
-	var msgs list[message]
-	if err := c.api.do(g.Request, s.Token, call{method: http.MethodGet, path: "/conversations/" + id + "/messages", query: q}, &msgs); err != nil {
+	msgs, more, err := listPage[message](c.api, g, s.Token, "/conversations/"+id+"/messages", messagesPerPage, "/conversations/"+id)
+	if err != nil {
 		return err
 	}
-	data := conversationData{C: conv, Messages: msgs.Items,
+	data := conversationData{C: conv, Messages: msgs, More: more,
 		CanDecide: c.api.may(&s, http.MethodPost, "/assistant/proposals/:/accept")}
-	if msgs.NextCursor != nil {
-		data.More = Prefix + "/conversations/" + id + "?" + url.Values{"cursor": {*msgs.NextCursor}}.Encode()
-	}
 	var props list[proposal]
-	err := c.api.do(g.Request, s.Token, call{method: http.MethodGet, path: "/assistant/proposals",
+	err = c.api.do(g.Request, s.Token, call{method: http.MethodGet, path: "/assistant/proposals",
 		query: url.Values{"conversation_id": {conv.ID}, "limit": {"50"}}}, &props)
 	// A token that may read conversations but not proposals still sees the conversation.
 	if err != nil && statusOf(err) != http.StatusForbidden {
@@ -192,18 +178,11 @@ func (c *Console) eventTypes(g *gin.Context, s session) error {
 	if !c.api.may(&s, http.MethodGet, "/webhooks/event-types") {
 		return &apiError{Status: http.StatusNotFound}
 	}
-	q := url.Values{"limit": {"200"}}
-	if cur := g.Query("cursor"); cur != "" {
-		q.Set("cursor", cur)
-	}
-	var l list[eventType]
-	if err := c.api.do(g.Request, s.Token, call{method: http.MethodGet, path: "/webhooks/event-types", query: q}, &l); err != nil {
+	items, next, err := listPage[eventType](c.api, g, s.Token, "/webhooks/event-types", 200, "/event-types")
+	if err != nil {
 		return err
 	}
-	data := eventTypesData{Items: l.Items}
-	if l.NextCursor != nil {
-		data.Next = Prefix + "/event-types?" + url.Values{"cursor": {*l.NextCursor}}.Encode()
-	}
+	data := eventTypesData{Items: items, Next: next}
 	c.render(g, http.StatusOK, "event_types", page{Title: "Event types", Section: "event-types", Session: &s, Data: data})
 	return nil
 }

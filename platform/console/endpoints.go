@@ -53,25 +53,18 @@ type endpointsData struct {
 const endpointsPerPage = 20
 
 func (c *Console) endpoints(g *gin.Context, s session) error {
-	q := url.Values{"limit": {itoa(endpointsPerPage)}}
-	if cur := g.Query("cursor"); cur != "" {
-		q.Set("cursor", cur)
-	}
-	var l list[subscription]
-	if err := c.api.do(g.Request, s.Token, call{method: http.MethodGet, path: "/webhooks/subscriptions", query: q}, &l); err != nil {
+	subs, next, err := listPage[subscription](c.api, g, s.Token, "/webhooks/subscriptions", endpointsPerPage, "/endpoints")
+	if err != nil {
 		return err
 	}
-	data := endpointsData{}
+	data := endpointsData{Next: next}
 	now := time.Now()
-	for _, sub := range l.Items {
+	for _, sub := range subs {
 		h, err := c.health(g.Request, &s, sub, now, 1)
 		if err != nil {
 			return err
 		}
 		data.Items = append(data.Items, endpointRow{S: sub, Health: h})
-	}
-	if l.NextCursor != nil {
-		data.Next = Prefix + "/endpoints?" + url.Values{"cursor": {*l.NextCursor}}.Encode()
 	}
 	c.render(g, http.StatusOK, "endpoints", page{Title: "Endpoints", Section: "endpoints", Session: &s, Data: data})
 	return nil

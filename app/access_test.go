@@ -380,3 +380,26 @@ func TestMetricsAddrServesMetricsOnItsOwnListenerOnly(t *testing.T) {
 	doc := call(t, http.MethodGet, r.URL+"/openapi.json", "", nil)
 	assert.NotContains(t, doc.Raw, `"/metrics"`, "nor in its document")
 }
+
+func TestProfilesAreServedOnTheMetricsListenerOnlyWhenAsked(t *testing.T) {
+	cfg, err := LoadConfig(func(string) string { return "" })
+	require.NoError(t, err)
+	mods, err := modules(cfg)
+	require.NoError(t, err)
+	db := dbtest.New(t, migrations.Sets("webhooks", "conversations", "proposals")...)
+	for _, on := range []bool{false, true} {
+		listener, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		r := hosttest.Start(t, db, hosttest.Options{MetricsListener: listener, MetricsPprof: on}, mods...)
+		want := http.StatusNotFound
+		if on {
+			want = http.StatusOK
+		}
+		got := call(t, http.MethodGet, "http://"+listener.Addr().String()+"/debug/pprof/goroutine?debug=1", "", nil)
+		assert.Equal(t, want, got.Status, "METRICS_PPROF=%v, on the metrics listener", on)
+		assert.Equal(t, http.StatusNotFound, call(t, http.MethodGet, r.URL+"/debug/pprof/goroutine?debug=1", "", nil).Status,
+			"never on the API listener (METRICS_PPROF=%v)", on)
+		assert.Equal(t, http.StatusOK, call(t, http.MethodGet, "http://"+listener.Addr().String()+"/metrics", "", nil).Status)
+		r.Stop()
+	}
+}

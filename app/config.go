@@ -29,6 +29,7 @@ type Config struct {
 	APIRateLimit       int
 	APIRateWindow      time.Duration
 	MetricsAddr        string
+	MetricsPprof       bool
 	CORSAllowedOrigins []string
 	InstanceID         string
 	LogLevel           slog.Level
@@ -104,6 +105,8 @@ var Variables = []Variable{
 		}},
 	{Name: "METRICS_ADDR", Default: "", Usage: "serve /metrics on this separate listen address (127.0.0.1:9090) instead of on HTTP_ADDR; empty = on HTTP_ADDR",
 		set: func(c *Config, v string) error { c.MetricsAddr = v; return nil }},
+	{Name: "METRICS_PPROF", Default: "false", Usage: "also serve Go's CPU, heap and goroutine profiles at /debug/pprof/ on METRICS_ADDR (required); never on HTTP_ADDR",
+		set: func(c *Config, v string) error { return parseBool(v, &c.MetricsPprof) }},
 	{Name: "CORS_ALLOWED_ORIGINS", Default: "", Usage: "comma-separated browser origins (https://app.example.com) allowed to call the API; none by default",
 		set: func(c *Config, v string) error {
 			c.CORSAllowedOrigins = splitList(v)
@@ -217,6 +220,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if c.WebhooksClaimLease <= c.WebhooksSendTimeout {
 		return Config{}, errors.New("invalid WEBHOOKS_CLAIM_LEASE: must exceed WEBHOOKS_SEND_TIMEOUT")
 	}
+	if c.MetricsPprof && c.MetricsAddr == "" {
+		return Config{}, errors.New("invalid METRICS_PPROF: needs METRICS_ADDR (profiles are never served on HTTP_ADDR)")
+	}
 	if c.AssistantBaseURL != "" && c.AssistantModel == "" {
 		return Config{}, errors.New("invalid ASSISTANT_MODEL: required when ASSISTANT_BASE_URL is set")
 	}
@@ -237,6 +243,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("api_rate_limit", c.APIRateLimit),
 		slog.Duration("api_rate_window", c.APIRateWindow),
 		slog.String("metrics_addr", c.MetricsAddr),
+		slog.Bool("metrics_pprof", c.MetricsPprof),
 		slog.Any("cors_allowed_origins", c.CORSAllowedOrigins),
 		slog.String("instance_id", c.InstanceID),
 		slog.String("log_level", c.LogLevel.String()),

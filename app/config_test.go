@@ -38,6 +38,7 @@ func TestLoadConfigNamesTheInvalidVariable(t *testing.T) {
 		"LOG_LEVEL":                      {"LOG_LEVEL": "loud"},
 		"LOG_FORMAT":                     {"LOG_FORMAT": "xml"},
 		"JOB_WORKERS":                    {"JOB_WORKERS": "0"},
+		"METRICS_PPROF":                  {"METRICS_PPROF": "true"}, // without METRICS_ADDR
 	}
 	for name, vars := range cases {
 		t.Run(name, func(t *testing.T) {

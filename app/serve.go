@@ -89,6 +89,7 @@ func newReplica(cfg Config, logger *slog.Logger, db *database.DB, mods []module.
 		RateLimit:          cfg.APIRateLimit,
 		RateWindow:         cfg.APIRateWindow,
 		MetricsListener:    metricsListener,
+		MetricsPprof:       cfg.MetricsPprof,
 		CORSAllowedOrigins: cfg.CORSAllowedOrigins,
 		TracerProvider:     tp,
 		Messaging: messaging.Config{

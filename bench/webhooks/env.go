@@ -33,6 +33,7 @@ type environment struct {
 	receiver *receiver
 	procs    []*exec.Cmd
 	apis     []string
+	profiles string // replica 0's metrics listener, which serves /debug/pprof
 	logDir   string
 	client   *http.Client
 	extraEnv []string // WEBHOOKS_SEND_TIMEOUT when -send-timeout is given, the subscription quota when -stalled needs more
@@ -97,6 +98,17 @@ func newEnvironment(ctx context.Context, o options, bin string) (*environment, e
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		cmd := exec.CommandContext(ctx, bin, "serve") // stopped by SIGTERM in close
 		cmd.Env = e.env(i, addr)
+		if i == 0 {
+			// Profiles for -profile; a binary that predates METRICS_PPROF answers 404 and is sampled with perf.
+			mport, err := freePort(ctx)
+			if err != nil {
+				e.close()
+				return nil, err
+			}
+			maddr := "127.0.0.1:" + strconv.Itoa(mport)
+			cmd.Env = append(cmd.Env, "METRICS_ADDR="+maddr, "METRICS_PPROF=true")
+			e.profiles = "http://" + maddr
+		}
 		logFile, _ := os.Create(filepath.Clean(filepath.Join(logDir, fmt.Sprintf("replica-%d.log", i))))
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		if err := cmd.Start(); err != nil {
@@ -235,7 +247,7 @@ func (e *environment) name() string     { return "Keelson" }
 func (e *environment) rcv() *receiver   { return e.receiver }
 func (e *environment) database() string { return e.dbURL }
 
-func (e *environment) profiled() (string, int) { return e.apis[0], e.procs[0].Process.Pid }
+func (e *environment) profiled() (string, int) { return e.profiles, e.procs[0].Process.Pid }
 
 func (e *environment) addEndpoint(ctx context.Context, group, path string) error {
 	return e.subscribe(ctx, path, group+".*")

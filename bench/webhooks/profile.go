@@ -85,7 +85,7 @@ func (p *profiler) cpuProfile(ctx context.Context) string {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	resp, err := (&http.Client{Timeout: p.period + 30*time.Second}).Do(req)
 	if err != nil {
-		return "replica CPU profile: " + err.Error()
+		return "replica CPU profile: " + err.Error() + "; " + p.perfProfile(ctx)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

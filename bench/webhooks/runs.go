@@ -22,7 +22,7 @@ type system interface {
 	publish(ctx context.Context, client int, group, eventType string, data map[string]any) (string, error)
 	cpu(ctx context.Context) cpuSample
 	database() string
-	// profiled is the API address (for /debug/pprof, "" if none) and the process a CPU profile samples.
+	// profiled is the address serving /debug/pprof ("" if none) and the process a CPU profile samples.
 	profiled() (api string, pid int)
 }
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -43,6 +44,8 @@ type Options struct {
 	RateWindow time.Duration
 	// MetricsListener serves /metrics apart from the API (METRICS_ADDR); nil = /metrics on the API listener.
 	MetricsListener net.Listener
+	// MetricsPprof also serves net/http/pprof's /debug/pprof/ on MetricsListener (METRICS_PPROF).
+	MetricsPprof bool
 	// AuthCacheTTL bounds how long a replica trusts a token or tenant it read (0 = auth.DefaultCacheTTL).
 	AuthCacheTTL time.Duration
 	// CORSAllowedOrigins are the browser origins allowed to call the API cross-origin (none by default).
@@ -206,7 +209,7 @@ func (r *Replica) Run(ctx context.Context, listener net.Listener) error {
 		return nil
 	})
 	if ml := r.opts.MetricsListener; ml != nil {
-		metricsSrv := &http.Server{Handler: httpapi.MetricsHandler(r.Metrics), ReadHeaderTimeout: 10 * time.Second}
+		metricsSrv := &http.Server{Handler: metricsMux(r.Metrics, r.opts.MetricsPprof), ReadHeaderTimeout: 10 * time.Second}
 		g.Go(func() error {
 			r.opts.Logger.Info("serving metrics", "addr", ml.Addr().String())
 			if err := metricsSrv.Serve(ml); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -229,6 +232,20 @@ func (r *Replica) Run(ctx context.Context, listener net.Listener) error {
 		return nil
 	}
 	return err
+}
+
+// metricsMux serves /metrics and, when asked, the runtime profiles: an operator's listener, never the API's.
+func metricsMux(g prometheus.Gatherer, profiles bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", httpapi.MetricsHandler(g))
+	if profiles {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
 }
 
 func named(component string, err error) error {

@@ -82,6 +82,7 @@ type Options struct {
 	RateWindow time.Duration
 	// MetricsListener serves /metrics apart from the API; nil = on the API listener.
 	MetricsListener net.Listener
+	MetricsPprof    bool // /debug/pprof/ on MetricsListener
 }
 
 // Replica is a started replica.
@@ -111,7 +112,7 @@ func Start(t testing.TB, db *database.DB, opts Options, mods ...module.Module) *
 		DB: db, Logger: Logger(), InstanceID: opts.InstanceID, Tokens: []string{Token},
 		Messaging: opts.Messaging, Jobs: opts.Jobs, ShutdownTimeout: 5 * time.Second, Background: opts.Background,
 		Console: opts.Console, Secrets: opts.Secrets, RateLimit: opts.RateLimit, RateWindow: opts.RateWindow,
-		MetricsListener: opts.MetricsListener,
+		MetricsListener: opts.MetricsListener, MetricsPprof: opts.MetricsPprof,
 	}, mods)
 	if err != nil {
 		t.Fatalf("hosttest: %v", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/jobs"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 func keelsonSetup(ctx context.Context, o options) (*database.DB, func(), error) {
@@ -51,7 +52,8 @@ func keelsonInsert(ctx context.Context, c *jobs.Client, n int) error {
 	for i := range reqs {
 		reqs[i] = jobs.EnqueueRequest{Kind: "noop", Payload: struct{}{}}
 	}
-	_, err := c.EnqueueMany(ctx, reqs)
+	// The benchmark's jobs belong to no tenant, like a sweep's.
+	_, err := c.EnqueueMany(tenancy.System(ctx, "bench"), reqs)
 	return err
 }
 

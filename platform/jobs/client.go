@@ -49,6 +49,8 @@ const dedupeSavepoint = "keelson_jobs_enqueue"
 // back with the caller's writes), else on its own. A job with the same kind and DedupeKey still
 // pending or processing makes this a no-op that returns Duplicate and that job's id (uuid.Nil if it
 // finished meanwhile). Only SQLSTATE 23505 means duplicate; every other error is returned.
+// The job carries the tenant ctx acts for; without one, ctx must be a system context (tenancy.System)
+// naming the work that spans tenants, else the enqueue fails with tenancy.ErrNoTenant.
 func (c *Client) Enqueue(ctx context.Context, kind string, payload any, opts EnqueueOptions) (EnqueueResult, error) {
 	row, err := newJobRow(ctx, kind, payload, opts)
 	if err != nil {
@@ -177,7 +179,7 @@ type jobRow struct {
 	maxAttempts int
 	runAt       *time.Time
 	dedupeKey   *string
-	tenant      *uuid.UUID // the tenant ctx acts for; nil for a system job
+	tenant      *uuid.UUID // the tenant ctx acts for; nil for a job enqueued in a system context
 	traceparent *string    // the span ctx is in; nil outside a trace
 }
 
@@ -199,6 +201,9 @@ func newJobRow(ctx context.Context, kind string, payload any, opts EnqueueOption
 	row := jobRow{id: id, kind: kind, payload: raw, maxAttempts: opts.MaxAttempts}
 	if t, ok := tenancy.From(ctx); ok {
 		row.tenant = &t
+	} else if _, ok := tenancy.SystemReason(ctx); !ok {
+		return jobRow{}, fmt.Errorf("jobs: enqueue %s: %w: a job carries its enqueuer's tenant (tenancy.With), "+
+			"or is enqueued by work that spans tenants in a named system context (tenancy.System)", kind, tenancy.ErrNoTenant)
 	}
 	if tp := telemetry.Traceparent(ctx); tp != "" {
 		row.traceparent = &tp

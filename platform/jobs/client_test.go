@@ -19,7 +19,7 @@ func TestEnqueue_in_a_rolled_back_unit_of_work_leaves_nothing(t *testing.T) {
 	}
 	boom := errors.New("business rule failed")
 	var id uuid.UUID
-	err = db.WithTx(context.Background(), func(ctx context.Context) error {
+	err = db.WithTx(systemCtx(), func(ctx context.Context) error {
 		res, err := client.Enqueue(ctx, "email", map[string]string{"to": "a@example.com"}, EnqueueOptions{})
 		if err != nil {
 			return err
@@ -45,7 +45,7 @@ func TestEnqueue_commits_with_the_callers_unit_of_work(t *testing.T) {
 	db := dbtest.New(t)
 	client, _ := NewClient(db)
 	var id uuid.UUID
-	err := db.WithTx(context.Background(), func(ctx context.Context) error {
+	err := db.WithTx(systemCtx(), func(ctx context.Context) error {
 		res, err := client.Enqueue(ctx, "email", map[string]int{"n": 1}, EnqueueOptions{MaxAttempts: 3})
 		id = res.ID
 		return err
@@ -68,7 +68,7 @@ func TestEnqueue_commits_with_the_callers_unit_of_work(t *testing.T) {
 func TestEnqueue_duplicate_dedupe_key_inside_a_caller_tx_keeps_the_tx_usable(t *testing.T) {
 	db := dbtest.New(t)
 	client, _ := NewClient(db)
-	ctx := context.Background()
+	ctx := systemCtx()
 	mustExec(t, db, `CREATE TABLE orders (id int PRIMARY KEY)`)
 	first, err := client.Enqueue(ctx, "invoice", 1, EnqueueOptions{DedupeKey: "order-1"})
 	if err != nil || first.Duplicate {
@@ -103,7 +103,7 @@ func TestEnqueue_duplicate_dedupe_key_inside_a_caller_tx_keeps_the_tx_usable(t *
 func TestEnqueue_duplicate_outside_a_tx_and_again_after_the_job_finished(t *testing.T) {
 	db := dbtest.New(t)
 	client, _ := NewClient(db)
-	ctx := context.Background()
+	ctx := systemCtx()
 	first, err := client.Enqueue(ctx, "sync", nil, EnqueueOptions{DedupeKey: "k"})
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestEnqueue_concurrent_same_dedupe_key_from_two_pools_creates_one_job(t *te
 	for i := range goroutines {
 		client, _ := NewClient(pools[i%2])
 		go func() {
-			res, err := client.Enqueue(context.Background(), "sync", i, EnqueueOptions{DedupeKey: "same"})
+			res, err := client.Enqueue(systemCtx(), "sync", i, EnqueueOptions{DedupeKey: "same"})
 			results <- res
 			errs <- err
 		}()
@@ -157,7 +157,7 @@ func TestEnqueue_concurrent_same_dedupe_key_from_two_pools_creates_one_job(t *te
 func TestEnqueueMany_mixes_bulk_and_deduplicated_jobs_in_one_unit_of_work(t *testing.T) {
 	db := dbtest.New(t)
 	client, _ := NewClient(db)
-	ctx := context.Background()
+	ctx := systemCtx()
 	existing, _ := client.Enqueue(ctx, "sync", nil, EnqueueOptions{DedupeKey: "a"})
 	res, err := client.EnqueueMany(ctx, []EnqueueRequest{
 		{Kind: "bulk", Payload: 1},
@@ -178,7 +178,7 @@ func TestEnqueueMany_mixes_bulk_and_deduplicated_jobs_in_one_unit_of_work(t *tes
 func TestEnqueue_rejects_bad_input_and_writes_nothing(t *testing.T) {
 	db := dbtest.New(t)
 	client, _ := NewClient(db)
-	ctx := context.Background()
+	ctx := systemCtx()
 	if _, err := client.Enqueue(ctx, "", nil, EnqueueOptions{}); err == nil {
 		t.Error("empty kind accepted")
 	}
@@ -199,7 +199,7 @@ func TestEnqueue_rejects_bad_input_and_writes_nothing(t *testing.T) {
 func TestCancel_stops_a_pending_job_only(t *testing.T) {
 	db := dbtest.New(t)
 	client, _ := NewClient(db)
-	ctx := context.Background()
+	ctx := systemCtx()
 	res, _ := client.Enqueue(ctx, "k", nil, EnqueueOptions{})
 	ok, err := client.Cancel(ctx, res.ID)
 	if err != nil || !ok {

@@ -19,7 +19,7 @@ func TestRunner_jobs_of_a_SIGKILLed_worker_complete_elsewhere_after_the_lease_an
 	client, _ := NewClient(db)
 	const total = 10
 	for i := range total {
-		if _, err := client.Enqueue(context.Background(), "block", i, EnqueueOptions{}); err != nil {
+		if _, err := client.Enqueue(systemCtx(), "block", i, EnqueueOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // testLogger prints warnings and errors only: the lease-lost warnings are part of what tests provoke.
@@ -124,3 +125,6 @@ func gauge(t *testing.T, r *Runner, status string) float64 {
 	}
 	return m.GetGauge().GetValue()
 }
+
+// systemCtx is where tests enqueue jobs that belong to no tenant, as schedules and sweeps do.
+func systemCtx() context.Context { return tenancy.System(context.Background(), "test") }

@@ -40,7 +40,7 @@ func TestRunner_10000_jobs_on_8_workers_over_two_pools_take_effect_exactly_once(
 		reqs[i] = EnqueueRequest{Kind: "effect", Payload: map[string]int{"i": i}}
 	}
 	for i := 0; i < total; i += 2500 {
-		if _, err := client.EnqueueMany(context.Background(), reqs[i:i+2500]); err != nil {
+		if _, err := client.EnqueueMany(systemCtx(), reqs[i:i+2500]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,7 +99,7 @@ func TestRunner_10000_jobs_on_8_workers_over_two_pools_take_effect_exactly_once(
 func TestRunner_failures_retry_with_backoff_then_fail_and_panics_count_as_failures(t *testing.T) {
 	db := dbtest.New(t)
 	client, _ := NewClient(db)
-	ctx := context.Background()
+	ctx := systemCtx()
 	flaky, _ := client.Enqueue(ctx, "flaky", nil, EnqueueOptions{})
 	doomed, _ := client.Enqueue(ctx, "panics", nil, EnqueueOptions{MaxAttempts: 2})
 	var flakyRuns, panicRuns atomic.Int64
@@ -152,7 +152,7 @@ func TestRunner_extends_the_lease_of_a_long_job_so_no_other_replica_takes_it(t *
 	d := dbtest.Create(t)
 	pools := []*database.DB{d.Open(t), d.Open(t)}
 	client, _ := NewClient(pools[0])
-	res, _ := client.Enqueue(context.Background(), "slow", nil, EnqueueOptions{})
+	res, _ := client.Enqueue(systemCtx(), "slow", nil, EnqueueOptions{})
 	var runs atomic.Int64
 	slow := Kind{Name: "slow", Handle: func(ctx context.Context, job Job) error {
 		runs.Add(1)
@@ -175,7 +175,7 @@ func TestRunner_extends_the_lease_of_a_long_job_so_no_other_replica_takes_it(t *
 func TestRunner_shutdown_finishes_short_jobs_and_releases_what_outlives_the_bound(t *testing.T) {
 	db := dbtest.New(t)
 	client, _ := NewClient(db)
-	ctx := context.Background()
+	ctx := systemCtx()
 	quick, _ := client.Enqueue(ctx, "quick", nil, EnqueueOptions{})
 	stuck, _ := client.Enqueue(ctx, "stuck", nil, EnqueueOptions{})
 	started := make(chan string, 2)
@@ -212,7 +212,7 @@ func TestRunner_shutdown_finishes_short_jobs_and_releases_what_outlives_the_boun
 func TestRunner_prunes_finished_jobs_past_retention_and_samples_depth(t *testing.T) {
 	db := dbtest.New(t)
 	client, _ := NewClient(db)
-	ctx := context.Background()
+	ctx := systemCtx()
 	old, _ := client.Enqueue(ctx, "k", nil, EnqueueOptions{})
 	recent, _ := client.Enqueue(ctx, "k", nil, EnqueueOptions{})
 	waiting, _ := client.Enqueue(ctx, "k", nil, EnqueueOptions{RunAt: time.Now().Add(time.Hour)})
@@ -235,7 +235,7 @@ func TestRunner_prunes_finished_jobs_past_retention_and_samples_depth(t *testing
 func TestRunner_fenced_writes_of_a_stale_owner_change_nothing(t *testing.T) {
 	db := dbtest.New(t)
 	client, _ := NewClient(db)
-	ctx := context.Background()
+	ctx := systemCtx()
 	res, _ := client.Enqueue(ctx, "k", nil, EnqueueOptions{})
 	owner := newStore(db.SQL(), Config{InstanceID: "owner", Lease: time.Minute})
 	got, _, err := owner.claim(ctx, []string{"k"}, 10)

@@ -13,7 +13,7 @@ import (
 func TestRunner_a_live_worker_that_lost_its_job_lease_is_cancelled_and_records_nothing(t *testing.T) {
 	db := dbtest.New(t)
 	client, _ := NewClient(db)
-	res, _ := client.Enqueue(context.Background(), "long", nil, EnqueueOptions{})
+	res, _ := client.Enqueue(systemCtx(), "long", nil, EnqueueOptions{})
 	causes := make(chan error, 1)
 	r := newTestRunner(t, db, Config{InstanceID: "slow", Lease: 400 * time.Millisecond}, []Kind{{Name: "long",
 		Handle: func(ctx context.Context, job Job) error {

@@ -35,13 +35,13 @@ func TestAJobEnqueuedInATraceRunsInASpanChildOfTheEnqueuingSpan(t *testing.T) {
 	db := dbtest.Create(t).Open(t)
 	client, _ := NewClient(db)
 
-	ctx, request := tp.Tracer("test").Start(context.Background(), "request")
+	ctx, request := tp.Tracer("test").Start(systemCtx(), "request")
 	traced, err := client.Enqueue(ctx, "traced", nil, EnqueueOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	request.End()
-	if _, err := client.Enqueue(context.Background(), "untraced", nil, EnqueueOptions{}); err != nil {
+	if _, err := client.Enqueue(systemCtx(), "untraced", nil, EnqueueOptions{}); err != nil {
 		t.Fatal(err)
 	}
 

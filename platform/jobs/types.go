@@ -19,7 +19,7 @@ type Job struct {
 	Attempt     int
 	MaxAttempts int
 	// TenantID is the tenant the job was enqueued for (its handler's ctx acts for it); uuid.Nil for
-	// a system job, whose handler runs in a system context named after its kind.
+	// a job enqueued in a system context, whose handler runs in one named after its kind.
 	TenantID uuid.UUID
 }
 

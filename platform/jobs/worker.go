@@ -67,7 +67,7 @@ func (r *Runner) execute(ctx context.Context, d dispatched, completions chan<- f
 	r.recordFailure(f, kind, c.Job, err, c.Attempt >= c.MaxAttempts)
 }
 
-// jobContext acts for the job's tenant, or names the system context of a job enqueued without one.
+// jobContext acts for the job's tenant, or names the system context of a job enqueued from one.
 func jobContext(ctx context.Context, job Job) context.Context {
 	if job.TenantID != uuid.Nil {
 		return tenancy.With(ctx, job.TenantID)

@@ -69,11 +69,7 @@ func (s *Service) list(ctx context.Context, in *listIn) (*httpapi.ListOut[Note],
 	}, func(last Note) uuid.UUID { return last.ID }, func(n *Note) Note { return *n })
 }
 
-type getIn struct {
-	ID uuid.UUID `path:"id"`
-}
-
-func (s *Service) get(ctx context.Context, in *getIn) (*httpapi.Versioned[Note], error) {
+func (s *Service) get(ctx context.Context, in *httpapi.ByID) (*httpapi.Versioned[Note], error) {
 	return versioned(database.Get[Note](ctx, s.db, "note", in.ID))
 }
 

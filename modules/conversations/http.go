@@ -70,8 +70,12 @@ func (h *handlers) mount(api *httpapi.API) {
 
 type conversationOut = httpapi.Versioned[conversationResponse]
 
-func conversationAnswer(conv *Conversation) *conversationOut {
-	return &conversationOut{ETag: conv.Version(), Body: toConversationResponse(conv)}
+// conversationAnswer answers a conversation with its version as ETag, or the error that kept it.
+func conversationAnswer(conv *Conversation, err error) (*conversationOut, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &conversationOut{ETag: conv.Version(), Body: toConversationResponse(conv)}, nil
 }
 
 type createIn struct {
@@ -100,16 +104,8 @@ func (h *handlers) list(ctx context.Context, in *listIn) (*httpapi.ListOut[conve
 	}, func(last Conversation) conversationCursor { return conversationCursor{ID: last.ID} }, toConversationResponse)
 }
 
-type byID struct {
-	ID uuid.UUID `path:"id"`
-}
-
-func (h *handlers) get(ctx context.Context, in *byID) (*conversationOut, error) {
-	conv, err := h.service.Get(ctx, in.ID)
-	if err != nil {
-		return nil, err
-	}
-	return conversationAnswer(conv), nil
+func (h *handlers) get(ctx context.Context, in *httpapi.ByID) (*conversationOut, error) {
+	return conversationAnswer(h.service.Get(ctx, in.ID))
 }
 
 type renameIn struct {
@@ -122,11 +118,7 @@ func (h *handlers) rename(ctx context.Context, in *renameIn) (*conversationOut, 
 	if err := requireField(in.Body.Title, "title"); err != nil {
 		return nil, err
 	}
-	conv, err := h.service.Rename(ctx, in.ID, *in.Body.Title, in.If)
-	if err != nil {
-		return nil, err
-	}
-	return conversationAnswer(conv), nil
+	return conversationAnswer(h.service.Rename(ctx, in.ID, *in.Body.Title, in.If))
 }
 
 type deleteIn struct {

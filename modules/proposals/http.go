@@ -81,18 +81,16 @@ func (h *handlers) list(ctx context.Context, in *listIn) (*httpapi.ListOut[propo
 
 type proposalOut = httpapi.Versioned[proposalResponse]
 
-func answer(p *Proposal) *proposalOut { return &proposalOut{ETag: p.Version(), Body: toResponse(p)} }
-
-type getIn struct {
-	ID uuid.UUID `path:"id"`
-}
-
-func (h *handlers) get(ctx context.Context, in *getIn) (*proposalOut, error) {
-	p, err := h.service.Get(ctx, in.ID)
+// answer answers a proposal with its version as ETag, or the error that kept it.
+func answer(p *Proposal, err error) (*proposalOut, error) {
 	if err != nil {
 		return nil, err
 	}
-	return answer(p), nil
+	return &proposalOut{ETag: p.Version(), Body: toResponse(p)}, nil
+}
+
+func (h *handlers) get(ctx context.Context, in *httpapi.ByID) (*proposalOut, error) {
+	return answer(h.service.Get(ctx, in.ID))
 }
 
 type acceptIn struct {
@@ -102,11 +100,7 @@ type acceptIn struct {
 }
 
 func (h *handlers) accept(ctx context.Context, in *acceptIn) (*proposalOut, error) {
-	p, err := h.service.Accept(ctx, in.ID, in.If)
-	if err != nil {
-		return nil, err
-	}
-	return answer(p), nil
+	return answer(h.service.Accept(ctx, in.ID, in.If))
 }
 
 type rejectIn struct {
@@ -116,9 +110,5 @@ type rejectIn struct {
 }
 
 func (h *handlers) reject(ctx context.Context, in *rejectIn) (*proposalOut, error) {
-	p, err := h.service.Reject(ctx, in.ID, in.Body.Reason, in.If)
-	if err != nil {
-		return nil, err
-	}
-	return answer(p), nil
+	return answer(h.service.Reject(ctx, in.ID, in.Body.Reason, in.If))
 }

@@ -54,11 +54,7 @@ func mountRoutes(api *httpapi.API, s *Service) {
 
 type handlers struct{ s *Service }
 
-// byID names one resource; with If-Match on writes.
-type byID struct {
-	ID uuid.UUID `path:"id"`
-}
-
+// writeByID names one resource, with If-Match.
 type writeByID struct {
 	ID uuid.UUID `path:"id"`
 	If concurrency.Precondition
@@ -164,7 +160,7 @@ func (h handlers) listSubscriptions(ctx context.Context, in *listIn) (*listOut[s
 		func(s *Subscription) subscriptionResponse { return toSubscriptionResponse(*s) })
 }
 
-func (h handlers) getSubscription(ctx context.Context, in *byID) (*subscriptionOut, error) {
+func (h handlers) getSubscription(ctx context.Context, in *httpapi.ByID) (*subscriptionOut, error) {
 	sub, err := h.s.Subscription(ctx, in.ID)
 	if err != nil {
 		return nil, err
@@ -356,7 +352,7 @@ func (h handlers) listDeliveries(ctx context.Context, in *listDeliveriesIn) (*li
 
 type deliveryOut = httpapi.Versioned[deliveryResponse]
 
-func (h handlers) getDelivery(ctx context.Context, in *byID) (*deliveryOut, error) {
+func (h handlers) getDelivery(ctx context.Context, in *httpapi.ByID) (*deliveryOut, error) {
 	d, attempts, err := h.s.Delivery(ctx, in.ID)
 	if err != nil {
 		return nil, err

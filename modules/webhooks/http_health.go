@@ -40,7 +40,7 @@ type statsOut struct {
 	Body SubscriptionStats
 }
 
-func (h handlers) subscriptionStats(ctx context.Context, in *byID) (*statsOut, error) {
+func (h handlers) subscriptionStats(ctx context.Context, in *httpapi.ByID) (*statsOut, error) {
 	st, err := h.s.SubscriptionStats(ctx, in.ID)
 	if err != nil {
 		return nil, err

@@ -52,7 +52,7 @@ func (h handlers) recoverSubscription(ctx context.Context, in *recoverIn) (*oper
 	return &operationOut{Location: httpapi.APIPrefix + "/webhooks/operations/" + op.ID.String(), Body: toOperationResponse(op)}, nil
 }
 
-func (h handlers) operation(ctx context.Context, in *byID) (*operationOut, error) {
+func (h handlers) operation(ctx context.Context, in *httpapi.ByID) (*operationOut, error) {
 	op, err := h.s.Operation(ctx, in.ID)
 	if err != nil {
 		return nil, err

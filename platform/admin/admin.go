@@ -191,11 +191,7 @@ func (h handlers) listTokens(ctx context.Context, in *listIn) (*tokenListOut, er
 	return &tokenListOut{Body: httpapi.NewList(out, next)}, nil
 }
 
-type byID struct {
-	ID uuid.UUID `path:"id"`
-}
-
-func (h handlers) revokeToken(ctx context.Context, in *byID) (*tokenOut, error) {
+func (h handlers) revokeToken(ctx context.Context, in *httpapi.ByID) (*tokenOut, error) {
 	tok, err := h.store.RevokeToken(ctx, visibleTenant(caller(ctx)), in.ID)
 	if err != nil {
 		return nil, err
@@ -254,11 +250,11 @@ func (h handlers) listTenants(ctx context.Context, in *listIn) (*tenantListOut, 
 	return &tenantListOut{Body: httpapi.NewList(out, next)}, nil
 }
 
-func (h handlers) disableTenant(ctx context.Context, in *byID) (*tenantOut, error) {
+func (h handlers) disableTenant(ctx context.Context, in *httpapi.ByID) (*tenantOut, error) {
 	return h.setDisabled(ctx, in.ID, true)
 }
 
-func (h handlers) enableTenant(ctx context.Context, in *byID) (*tenantOut, error) {
+func (h handlers) enableTenant(ctx context.Context, in *httpapi.ByID) (*tenantOut, error) {
 	return h.setDisabled(ctx, in.ID, false)
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
@@ -56,6 +57,7 @@ type harnessOptions struct {
 	database *dbtest.Database // another replica's database; nil = a fresh one
 	logger   *slog.Logger     // nil = testLogger()
 	secrets  *secrets.Box     // KEELSON_ENCRYPTION_KEYS of the replica; nil = stored as they are
+	tracer   pgx.QueryTracer  // sees every statement of the replica's pool; nil = none
 }
 
 func testConfig() Config {
@@ -82,7 +84,7 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 	if dbase == nil {
 		dbase = dbtest.Create(t, migrations.Sets(Name)...)
 	}
-	db := dbase.Open(t)
+	db := dbase.OpenTraced(t, opts.tracer)
 	logger := opts.logger
 	if logger == nil {
 		logger = testLogger()

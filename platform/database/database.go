@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -25,6 +27,8 @@ type Config struct {
 	MaxOpenConns    int
 	MaxIdleConns    int
 	ConnMaxLifetime time.Duration
+	// Tracer sees every statement of every connection (tests count a path's statements with it); nil = none.
+	Tracer pgx.QueryTracer
 }
 
 // DB is the pool plus the unit-of-work entry point. Repositories reach the database only through Conn(ctx).
@@ -49,7 +53,16 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("database: empty URL")
 	}
-	g, err := gorm.Open(postgres.Open(cfg.URL), &gorm.Config{
+	dialector := postgres.Open(cfg.URL)
+	if tracer := cfg.Tracer; tracer != nil {
+		dialector = postgres.New(postgres.Config{DSN: cfg.URL, OptionOpenDB: []stdlib.OptionOpenDB{
+			stdlib.OptionBeforeConnect(func(_ context.Context, c *pgx.ConnConfig) error {
+				c.Tracer = tracer
+				return nil
+			}),
+		}})
+	}
+	g, err := gorm.Open(dialector, &gorm.Config{
 		NowFunc:        Now,
 		TranslateError: true,
 		Logger:         logger.Discard,

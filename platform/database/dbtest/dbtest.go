@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver for the admin connection
 
 	"github.com/keelson/keelson/migrations"
@@ -69,9 +70,15 @@ func Create(t testing.TB, sets ...database.MigrationSet) *Database {
 // Two pools stand for two replicas.
 func (d *Database) Open(t testing.TB) *database.DB {
 	t.Helper()
+	return d.OpenTraced(t, nil)
+}
+
+// OpenTraced is Open with a tracer that sees every statement of the pool (nil: none).
+func (d *Database) OpenTraced(t testing.TB, tracer pgx.QueryTracer) *database.DB {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, err := database.Open(ctx, database.Config{URL: d.URL, MaxOpenConns: 20})
+	db, err := database.Open(ctx, database.Config{URL: d.URL, MaxOpenConns: 20, Tracer: tracer})
 	if err != nil {
 		t.Fatalf("dbtest: open %s: %v", d.Name, err)
 	}

@@ -73,6 +73,11 @@ func (p *Proposal) Action() contract.Action {
 	return contract.Action{Type: p.ActionType, Params: json.RawMessage(p.ActionParams)}
 }
 
+// published is the proposal as every proposal.* event names it.
+func (p *Proposal) published() contract.Proposal {
+	return contract.Proposal{ProposalID: p.ID, ConversationID: p.ConversationID, Action: p.Action()}
+}
+
 var knownActions = map[string]bool{
 	contract.ActionRenameConversation:        true,
 	contract.ActionCreateWebhookSubscription: true,

@@ -63,13 +63,9 @@ func (s *Service) decide(ctx context.Context, id uuid.UUID, status, reason strin
 				return err
 			}
 			if status == StatusAccepted {
-				return s.publish(ctx, contract.EventProposalAccepted, contract.ProposalAccepted{
-					ProposalID: p.ID, ConversationID: p.ConversationID, Action: p.Action(), DecidedAt: now,
-				})
+				return s.publish(ctx, contract.EventProposalAccepted, contract.ProposalAccepted{Proposal: p.published(), DecidedAt: now})
 			}
-			return s.publish(ctx, contract.EventProposalRejected, contract.ProposalRejected{
-				ProposalID: p.ID, ConversationID: p.ConversationID, Action: p.Action(), Reason: reason, DecidedAt: now,
-			})
+			return s.publish(ctx, contract.EventProposalRejected, contract.ProposalRejected{Proposal: p.published(), Reason: reason, DecidedAt: now})
 		},
 		Save: s.store.save,
 	})
@@ -104,8 +100,7 @@ func (s *Service) intake(ctx context.Context, reply cconv.AssistantReplyCreated)
 				continue
 			}
 			if err := s.publish(ctx, contract.EventProposalCreated, contract.ProposalCreated{
-				ProposalID: p.ID, ConversationID: p.ConversationID, Action: p.Action(),
-				Rationale: p.Rationale, CreatedAt: p.CreatedAt,
+				Proposal: p.published(), Rationale: p.Rationale, CreatedAt: p.CreatedAt,
 			}); err != nil {
 				return err
 			}
@@ -141,9 +136,7 @@ func (s *Service) recordResult(ctx context.Context, r contract.ActionResult) err
 		if status != StatusApplied {
 			return nil
 		}
-		return s.publish(ctx, contract.EventProposalApplied, contract.ProposalApplied{
-			ProposalID: p.ID, ConversationID: p.ConversationID, Action: p.Action(), AppliedAt: now,
-		})
+		return s.publish(ctx, contract.EventProposalApplied, contract.ProposalApplied{Proposal: p.published(), AppliedAt: now})
 	})
 }
 

@@ -23,7 +23,8 @@ func (h *harness) accepted(actionType string, params any, times int) uuid.UUID {
 	id := uuid.New()
 	ctx := tenantContext()
 	e, err := messaging.NewEvent(ctx, "proposals", pcontract.EventProposalAccepted, pcontract.ProposalAccepted{
-		ProposalID: id, ConversationID: uuid.New(), Action: pcontract.Action{Type: actionType, Params: raw}, DecidedAt: time.Now().UTC(),
+		Proposal:  pcontract.Proposal{ProposalID: id, ConversationID: uuid.New(), Action: pcontract.Action{Type: actionType, Params: raw}},
+		DecidedAt: time.Now().UTC(),
 	})
 	require.NoError(h.t, err)
 	for range times { // the broker may deliver an event more than once

@@ -48,56 +48,54 @@ type CreateWebhookSubscriptionParams struct {
 // Events are the module's public integration events: webhook subscribers receive them.
 var Events = []module.EventType{
 	{Type: EventProposalCreated, Description: "The assistant proposed an action; it waits for a user's decision.",
-		Example: ProposalCreated{ProposalID: exampleProposal, ConversationID: exampleConversation, Action: exampleAction,
-			Rationale: "The user asked for a shorter title.", CreatedAt: exampleTime}},
+		Example: ProposalCreated{Proposal: example, Rationale: "The user asked for a shorter title.", CreatedAt: exampleTime}},
 	{Type: EventProposalAccepted, Description: "A user accepted a proposal; the module owning the data applies it.",
-		Example: ProposalAccepted{ProposalID: exampleProposal, ConversationID: exampleConversation, Action: exampleAction, DecidedAt: exampleTime}},
+		Example: ProposalAccepted{Proposal: example, DecidedAt: exampleTime}},
 	{Type: EventProposalRejected, Description: "A user rejected a proposal.",
-		Example: ProposalRejected{ProposalID: exampleProposal, ConversationID: exampleConversation, Action: exampleAction,
-			Reason: "Keep the old title.", DecidedAt: exampleTime}},
+		Example: ProposalRejected{Proposal: example, Reason: "Keep the old title.", DecidedAt: exampleTime}},
 	{Type: EventProposalApplied, Description: "An accepted proposal's action was carried out.",
-		Example: ProposalApplied{ProposalID: exampleProposal, ConversationID: exampleConversation, Action: exampleAction, AppliedAt: exampleTime}},
+		Example: ProposalApplied{Proposal: example, AppliedAt: exampleTime}},
 }
 
 var (
-	exampleProposal     = uuid.MustParse("0193a4d3-1f2e-7c3d-8a4b-5c6d7e8f9a01")
-	exampleConversation = uuid.MustParse("0193a4d2-6b0d-7a39-8e1f-1a7b4c5d6e70")
-	exampleAction       = Action{Type: ActionRenameConversation, Params: json.RawMessage(`{"title":"Lisbon"}`)}
-	exampleTime         = time.Date(2026, 12, 1, 9, 31, 0, 0, time.UTC)
+	example = Proposal{ProposalID: uuid.MustParse("0193a4d3-1f2e-7c3d-8a4b-5c6d7e8f9a01"),
+		ConversationID: uuid.MustParse("0193a4d2-6b0d-7a39-8e1f-1a7b4c5d6e70"),
+		Action:         Action{Type: ActionRenameConversation, Params: json.RawMessage(`{"title":"Lisbon"}`)}}
+	exampleTime = time.Date(2026, 12, 1, 9, 31, 0, 0, time.UTC)
 )
 
-// ProposalCreated is the payload of proposal.created.
-type ProposalCreated struct {
+// Proposal is what every proposal.* payload says first: which proposal, in which conversation,
+// proposing what.
+type Proposal struct {
 	ProposalID     uuid.UUID `json:"proposal_id" format:"uuid"`
 	ConversationID uuid.UUID `json:"conversation_id" format:"uuid"`
 	Action         Action    `json:"action"`
-	Rationale      string    `json:"rationale"`
-	CreatedAt      time.Time `json:"created_at"`
+}
+
+// ProposalCreated is the payload of proposal.created.
+type ProposalCreated struct {
+	Proposal
+	Rationale string    `json:"rationale"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // ProposalAccepted is the payload of proposal.accepted: the owner of the data applies Action.
 type ProposalAccepted struct {
-	ProposalID     uuid.UUID `json:"proposal_id" format:"uuid"`
-	ConversationID uuid.UUID `json:"conversation_id" format:"uuid"`
-	Action         Action    `json:"action"`
-	DecidedAt      time.Time `json:"decided_at"`
+	Proposal
+	DecidedAt time.Time `json:"decided_at"`
 }
 
 // ProposalRejected is the payload of proposal.rejected.
 type ProposalRejected struct {
-	ProposalID     uuid.UUID `json:"proposal_id" format:"uuid"`
-	ConversationID uuid.UUID `json:"conversation_id" format:"uuid"`
-	Action         Action    `json:"action"`
-	Reason         string    `json:"reason"`
-	DecidedAt      time.Time `json:"decided_at"`
+	Proposal
+	Reason    string    `json:"reason"`
+	DecidedAt time.Time `json:"decided_at"`
 }
 
 // ProposalApplied is the payload of proposal.applied.
 type ProposalApplied struct {
-	ProposalID     uuid.UUID `json:"proposal_id" format:"uuid"`
-	ConversationID uuid.UUID `json:"conversation_id" format:"uuid"`
-	Action         Action    `json:"action"`
-	AppliedAt      time.Time `json:"applied_at"`
+	Proposal
+	AppliedAt time.Time `json:"applied_at"`
 }
 
 // ActionResult is the payload of assistant.action_result: Applied, or not with Error saying why.

@@ -30,17 +30,6 @@ func mountRoutes(api *httpapi.API, s *Service) {
 		Summary: "Delete a subscription; its pending deliveries are given up.", Status: http.StatusNoContent}, h.deleteSubscription)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/subscriptions/{id}/rotate-secret", ID: "rotateWebhookSecret",
 		Summary: "Replace the signing secret; the old one keeps signing beside it for 24 hours or expire_previous_in, and earlier ones until their own expiry."}, h.rotateSecret)
-	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/events", ID: "publishWebhookEvent",
-		Summary: "Publish an event of the client's own type to every matching subscription. Idempotent on id: the same id, type and data again answers 200 duplicate, another type or data 409 event_id_reused. Data beyond the payload size limit (256 KiB by default): 413 payload_too_large.",
-		Status:  http.StatusAccepted, OtherStatuses: []int{http.StatusOK}, Errors: []int{http.StatusConflict}}, h.publishEvent)
-	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/event-types", ID: "listWebhookEventTypes",
-		Summary: "List the public event types modules publish, with their payload schema and an example."}, h.listEventTypes)
-	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/deliveries", ID: "listWebhookDeliveries",
-		Summary: "List deliveries, newest first."}, h.listDeliveries)
-	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/deliveries/{id}", ID: "getWebhookDelivery",
-		Summary: "Get a delivery with its attempts and the body they send."}, h.getDelivery)
-	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/deliveries/{id}/redeliver", ID: "redeliverWebhook",
-		Summary: "Send a delivery again, whatever its status.", Status: http.StatusAccepted}, h.redeliver)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/subscriptions/{id}/pause", ID: "pauseWebhookSubscription",
 		Summary: "Pause sending: pending deliveries wait, new events still add deliveries."}, h.pauseSubscription)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/subscriptions/{id}/resume", ID: "resumeWebhookSubscription",
@@ -49,6 +38,20 @@ func mountRoutes(api *httpapi.API, s *Service) {
 		Summary: "Attempts, success rate, p50/p95 duration over the last hour and day, and the due backlog."}, h.subscriptionStats)
 	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/subscriptions/{id}/test", ID: "sendWebhookTest",
 		Summary: "Send a webhook.test event to this subscription alone; answers with its delivery.", Status: http.StatusAccepted}, h.sendTest)
+
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/events", ID: "publishWebhookEvent",
+		Summary: "Publish an event of the client's own type to every matching subscription. Idempotent on id: the same id, type and data again answers 200 duplicate, another type or data 409 event_id_reused. Data beyond the payload size limit (256 KiB by default): 413 payload_too_large.",
+		Status:  http.StatusAccepted, OtherStatuses: []int{http.StatusOK}, Errors: []int{http.StatusConflict}}, h.publishEvent)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/event-types", ID: "listWebhookEventTypes",
+		Summary: "List the public event types modules publish, with their payload schema and an example."}, h.listEventTypes)
+
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/deliveries", ID: "listWebhookDeliveries",
+		Summary: "List deliveries, newest first."}, h.listDeliveries)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodGet, Path: "/deliveries/{id}", ID: "getWebhookDelivery",
+		Summary: "Get a delivery with its attempts and the body they send."}, h.getDelivery)
+	httpapi.Handle(g, httpapi.Route{Method: http.MethodPost, Path: "/deliveries/{id}/redeliver", ID: "redeliverWebhook",
+		Summary: "Send a delivery again, whatever its status.", Status: http.StatusAccepted}, h.redeliver)
+
 	mountLifecycleRoutes(g, h)
 }
 

@@ -1,11 +1,9 @@
 package webhooks
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -77,26 +75,8 @@ func Test_Retry_After_on_429_and_503_sets_the_next_attempt_capped_and_410_disabl
 	require.Equal(t, 1, gone.count(), "nothing more is sent")
 }
 
-// syncBuffer collects log output from many goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func Test_the_attempt_log_keeps_headers_a_UTF8_safe_excerpt_and_the_replica_logs_failures_and_stats_sum_it_up(t *testing.T) {
-	var logs syncBuffer
+	var logs hosttest.LogBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	h := newHarness(t, testConfig(), harnessOptions{bus: true, jobs: true, logger: logger})
 	// 4095 ASCII bytes then a two-byte character across the 4 KiB limit, then more.

@@ -1,35 +1,17 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
-// lockedBuffer is a log sink the server's goroutines write to while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestFailedAuthenticationsAreLoggedAtDebugWithOneWarnSummaryAMinute(t *testing.T) {
-	var logs lockedBuffer
+	var logs hosttest.LogBuffer
 	srv := conventionsServer(t, &logs)
 	for _, token := range []string{"wrong", "kt_nope", "", "wrong-again"} {
 		header := map[string]string{}

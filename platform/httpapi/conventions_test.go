@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/httpapi"
 )
 
@@ -146,7 +147,7 @@ func TestCORSAnswersOnlyTheAllowedOrigins(t *testing.T) {
 // Probes and requests without a valid token are routine: they are logged at DEBUG, so INFO keeps
 // the requests worth reading.
 func TestProbesAndUnauthorizedRequestsAreLoggedAtDebug(t *testing.T) {
-	var logs syncBuffer
+	var logs hosttest.LogBuffer
 	srv := conventionsServer(t, &logs)
 	do(t, http.MethodGet, srv.URL+"/healthz", nil)
 	do(t, http.MethodGet, srv.URL+"/readyz", nil)

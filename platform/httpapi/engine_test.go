@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -22,28 +20,11 @@ import (
 
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/concurrency"
+	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/httpapi"
 )
 
 const token = "s3cret-token"
-
-// syncBuffer collects log lines written by the server goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // staleWrite is the shape of a concurrency conflict as platform/concurrency reports it.
 type staleWrite struct{ entity string }
@@ -165,7 +146,7 @@ func testRoutes(api *gin.RouterGroup) {
 type server struct {
 	*httptest.Server
 	engine *gin.Engine
-	logs   *syncBuffer
+	logs   *hosttest.LogBuffer
 	reg    *prometheus.Registry
 }
 
@@ -177,7 +158,7 @@ func newServer(t *testing.T, mutate ...func(*httpapi.Options)) *server {
 // newServerWithRoutes mounts extra routes beside testRoutes before serving, as app mounts modules.
 func newServerWithRoutes(t *testing.T, extra func(api *gin.RouterGroup), mutate ...func(*httpapi.Options)) *server {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &hosttest.LogBuffer{}
 	reg := prometheus.NewRegistry()
 	opts := httpapi.Options{
 		Logger:        slog.New(slog.NewJSONHandler(logs, nil)),

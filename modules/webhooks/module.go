@@ -41,6 +41,7 @@ import (
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // Name is the module's name: migration owner, consumer prefix, log attribute.
@@ -224,6 +225,7 @@ func (m *Module) Register(r *module.Registry) error {
 	r.Subscribe(messaging.Subscription{Consumer: deliveryConsumer, EventTypes: []string{contract.DeliveryRequested},
 		Concurrency: m.cfg.Concurrency, Handle: svc.handleDeliveryRequested})
 	r.Schedule(jobs.Schedule{Name: sweepSchedule, Interval: m.cfg.SweepInterval, Run: svc.Sweep})
+	r.Subscribe(messaging.Subscription{Consumer: tenantConsumer, EventTypes: []string{tenancy.EventEnabled}, Handle: svc.handleTenantEnabled})
 	if err := m.registerLifecycle(r, svc); err != nil {
 		return err
 	}

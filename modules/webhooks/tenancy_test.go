@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/tenancy"
@@ -129,4 +130,66 @@ func Test_a_disabled_tenants_deliveries_wait_pending_without_an_attempt_until_it
 	require.Equal(t, StatusSucceeded, d.Status)
 	require.Len(t, attempts, 1)
 	require.Equal(t, http.StatusNoContent, *attempts[0].StatusCode)
+}
+
+func Test_enabling_a_tenant_sends_its_waiting_deliveries_at_once_on_two_replicas_long_before_lease_or_sweep(t *testing.T) {
+	const events = 20
+	cfg := testConfig()
+	cfg.SweepInterval, cfg.ClaimLease = 10*time.Minute, 10*time.Minute // neither may be what brings them back
+	a := newHarness(t, cfg, harnessOptions{bus: true, jobs: true})
+	b := newHarness(t, cfg, harnessOptions{bus: true, jobs: true, database: a.database})
+	replicas := []*harness{a, b}
+	rc := newReceiver(t, nil)
+	tenant, ctx := a.otherTenant("paused-customer")
+	a.subscribeAs(ctx, rc.URL, "order.*")
+	store, err := auth.NewStore(b.db)
+	require.NoError(t, err)
+	_, err = store.SetTenantDisabled(context.Background(), tenant.String(), true)
+	require.NoError(t, err)
+
+	ids := map[string]bool{}
+	for i := range events {
+		res, err := replicas[i%2].svc.PublishEvent(ctx, EventInput{Type: "order.created", Data: []byte(`{"n":1}`)})
+		require.NoError(t, err)
+		ids[res.ID] = true
+	}
+	// Every request is handled while the tenant is disabled: nothing taken, nothing sent, no attempt spent.
+	hosttest.Eventually(t, 60*time.Second, func() bool { return staleTotal(t, replicas) >= events },
+		"the %d requests handled and dropped untaken", events)
+	require.Zero(t, rc.count())
+	require.Equal(t, int64(events), hosttest.Count(t, a.db, `SELECT count(*) FROM webhook_deliveries
+		WHERE tenant_id = $1 AND status = 'pending' AND attempt_count = 0 AND sent_claim_id IS NULL
+			AND next_attempt_at > now() + interval '5 minutes'`, tenant), "every delivery waits for its lease")
+
+	enabled := time.Now()
+	_, err = store.SetTenantDisabled(context.Background(), tenant.String(), false)
+	require.NoError(t, err)
+	hosttest.Eventually(t, 60*time.Second, func() bool { return rc.count() >= events }, "every waiting delivery sent after the enabling")
+	took := time.Since(enabled)
+	require.Less(t, took, cfg.SweepInterval/2, "sent long before a sweep or a lease's end would have")
+	t.Logf("%d waiting deliveries sent %s after the tenant was enabled (sweep interval and lease %s)", events, took.Round(time.Millisecond), cfg.SweepInterval)
+
+	hosttest.Eventually(t, 30*time.Second, func() bool {
+		return hosttest.Count(t, a.db, `SELECT count(*) FROM webhook_deliveries WHERE tenant_id = $1 AND status = 'succeeded'`, tenant) == events
+	}, "every delivery succeeded")
+	sent := map[string]int{}
+	for _, r := range rc.received() {
+		sent[r.header.Get("webhook-id")]++
+	}
+	for id := range ids {
+		require.Equal(t, 1, sent[id], "event %s sent once", id)
+	}
+	require.Equal(t, int64(events), hosttest.Count(t, a.db, `SELECT count(*) FROM webhook_attempts WHERE tenant_id = $1`, tenant),
+		"one attempt per delivery: each claim requested once and taken once")
+	requests := map[[2]uuid.UUID]int{}
+	for _, h := range replicas {
+		h.mu.Lock()
+		for _, p := range h.requested {
+			requests[[2]uuid.UUID{p.DeliveryID, p.ClaimID}]++
+		}
+		h.mu.Unlock()
+	}
+	for pair, n := range requests {
+		require.Equal(t, 1, n, "delivery %s claim %s requested once", pair[0], pair[1])
+	}
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/outbox"
 	"github.com/keelson/keelson/platform/tenancy"
 )
 
@@ -31,7 +33,9 @@ const MaxTokenLifetime = 5 * 365 * 24 * time.Hour
 // Store keeps tokens and tenants. It speaks SQL directly: tokens are looked up before any tenant is
 // known, and the tenants table is what the tenant filter itself depends on.
 type Store struct {
-	db *sql.DB
+	db     *sql.DB
+	units  *database.DB      // the unit of work enabling a tenant publishes tenant.enabled in
+	events *outbox.Publisher // tenancy.EventEnabled
 }
 
 // NewStore returns the store on db.
@@ -39,7 +43,11 @@ func NewStore(db *database.DB) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("auth: nil DB")
 	}
-	return &Store{db: db.SQL()}, nil
+	events, err := outbox.NewPublisher(db)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{db: db.SQL(), units: db, events: events}, nil
 }
 
 // Tenant is one customer of the deployment.
@@ -233,17 +241,38 @@ func (s *Store) ListTenants(ctx context.Context, after uuid.UUID, limit int) ([]
 	return collect(rows, err, scanTenant)
 }
 
-// SetTenantDisabled disables or enables the tenant named or numbered ref; disabling twice keeps the first time.
+// SetTenantDisabled disables or enables the tenant named or numbered ref; disabling twice keeps the
+// first time. Enabling a disabled tenant publishes tenancy.EventEnabled with the change, so the work
+// that waited for it (webhook deliveries) resumes at once on whichever replica consumes it.
 func (s *Store) SetTenantDisabled(ctx context.Context, ref string, disabled bool) (Tenant, error) {
 	t, err := s.Tenant(ctx, ref)
 	if err != nil {
 		return Tenant{}, err
 	}
-	t, err = scanTenant(s.db.QueryRowContext(ctx, `UPDATE tenants
-		SET disabled_at = CASE WHEN $2 THEN coalesce(disabled_at, now()) END, updated_at = now()
-		WHERE id = $1 RETURNING `+tenantColumns, t.ID, disabled))
+	err = s.units.WithTx(ctx, func(ctx context.Context) error {
+		conn := s.units.Conn(ctx).Statement.ConnPool
+		var was bool
+		if err := conn.QueryRowContext(ctx, `SELECT disabled_at IS NOT NULL FROM tenants WHERE id = $1 FOR UPDATE`, t.ID).Scan(&was); err != nil {
+			return err
+		}
+		t, err = scanTenant(conn.QueryRowContext(ctx, `UPDATE tenants
+			SET disabled_at = CASE WHEN $2 THEN coalesce(disabled_at, now()) END, updated_at = now()
+			WHERE id = $1 RETURNING `+tenantColumns, t.ID, disabled))
+		if err != nil || disabled || !was {
+			return err
+		}
+		e, err := messaging.NewEvent(tenancy.With(ctx, t.ID), tenancy.EventSource, tenancy.EventEnabled,
+			tenancy.EnabledPayload{TenantID: t.ID, EnabledAt: t.UpdatedAt})
+		if err != nil {
+			return err
+		}
+		return s.events.Publish(ctx, e)
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return Tenant{}, apperr.NotFound("tenant", ref)
 	}
-	return t, err
+	if err != nil {
+		return Tenant{}, fmt.Errorf("auth: set tenant %s disabled=%t: %w", ref, disabled, err)
+	}
+	return t, nil
 }

@@ -207,3 +207,47 @@ func TestUnknownScopesAndTenantsAreRefusedAndWriteNothing(t *testing.T) {
 	var sc *apperr.StateConflictError
 	assert.ErrorAs(t, err, &sc)
 }
+
+func TestEnablingADisabledTenantPublishesTenantEnabledOnceEvenWhenTwoReplicasEnableItAtOnce(t *testing.T) {
+	ctx := context.Background()
+	d := dbtest.Create(t)
+	a, err := NewStore(d.Open(t))
+	require.NoError(t, err)
+	b, err := NewStore(d.Open(t))
+	require.NoError(t, err)
+	db := d.Open(t)
+	published := func(tenant uuid.UUID) int {
+		var n int
+		require.NoError(t, db.SQL().QueryRowContext(ctx, `SELECT count(*) FROM outbox_messages
+			WHERE payload->'metadata'->>'event_type' = $1 AND payload->'metadata'->>'tenant_id' = $2`,
+			tenancy.EventEnabled, tenant.String()).Scan(&n))
+		return n
+	}
+	acme, err := a.CreateTenant(ctx, "acme")
+	require.NoError(t, err)
+
+	_, err = a.SetTenantDisabled(ctx, "acme", false)
+	require.NoError(t, err)
+	assert.Zero(t, published(acme.ID), "enabling an enabled tenant announces nothing")
+	_, err = a.SetTenantDisabled(ctx, "acme", true)
+	require.NoError(t, err)
+	assert.Zero(t, published(acme.ID), "disabling announces nothing")
+
+	for round := 1; round <= 5; round++ {
+		start := make(chan struct{})
+		errs := make(chan error, 2)
+		for _, s := range []*Store{a, b} {
+			go func() {
+				<-start
+				_, err := s.SetTenantDisabled(ctx, acme.ID.String(), false)
+				errs <- err
+			}()
+		}
+		close(start)
+		require.NoError(t, <-errs)
+		require.NoError(t, <-errs)
+		require.Equal(t, round, published(acme.ID), "one tenant.enabled per enabling, whichever replica won")
+		_, err = b.SetTenantDisabled(ctx, "acme", true)
+		require.NoError(t, err)
+	}
+}

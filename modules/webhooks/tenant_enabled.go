@@ -1,0 +1,114 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/platform/concurrency"
+	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/tenancy"
+)
+
+// tenantConsumer requests a tenant's waiting deliveries when it is enabled again (tenancy.EventEnabled).
+const tenantConsumer = "webhooks.tenant_enabled"
+
+// tenantRetries bounds how often one batch is loaded again after losing a race with a take or a redelivery.
+const tenantRetries = 5
+
+// handleTenantEnabled requests at once what waited while the event's tenant was disabled, instead of
+// leaving it to the end of its lease and the next sweep: every pending delivery of the tenant's active
+// subscriptions whose claim was issued but not taken, or that is due, is claimed afresh and requested
+// under the sweep's rules (xmin-checked claim and its request in one unit of work, each claim
+// requested once); retries keep their time. Batches go in id order, each in its own unit of work.
+func (s *Service) handleTenantEnabled(ctx context.Context, e messaging.Event) error {
+	tenant, err := tenancy.Require(ctx)
+	if err != nil {
+		return err
+	}
+	requested := 0
+	for after := uuid.Nil; ; {
+		var n int
+		var last uuid.UUID
+		for try := 1; ; try++ {
+			n, last, err = s.requestWaiting(ctx, after)
+			if !errors.Is(err, concurrency.ErrConflict) || try == tenantRetries {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("request the waiting deliveries of tenant %s: %w", tenant, err)
+		}
+		requested += n
+		if last == uuid.Nil {
+			break
+		}
+		after = last
+	}
+	if requested > 0 {
+		s.log.InfoContext(ctx, "tenant enabled: waiting deliveries requested", "tenant_id", tenant, "count", requested)
+	}
+	return nil
+}
+
+// requestWaiting claims and requests one batch of the tenant's waiting deliveries after the id after,
+// and returns how many it requested and the batch's last id (uuid.Nil when there are no more).
+func (s *Service) requestWaiting(ctx context.Context, after uuid.UUID) (int, uuid.UUID, error) {
+	now := s.now()
+	var n int
+	var last uuid.UUID
+	err := s.db.WithTx(ctx, func(ctx context.Context) error {
+		n, last = 0, uuid.Nil
+		waiting, err := s.store.waitingDeliveries(ctx, now, after, s.cfg.SweepBatch)
+		if err != nil {
+			return fmt.Errorf("load waiting deliveries: %w", err)
+		}
+		requests := make([]messaging.Event, 0, len(waiting))
+		for _, d := range waiting {
+			claim := d.Claim(now, s.cfg.ClaimLease, s.instance)
+			if err := s.store.saveDelivery(ctx, d); err != nil {
+				return err
+			}
+			req, err := s.deliveryRequested(ctx, d, claim)
+			if err != nil {
+				return err
+			}
+			requests = append(requests, req)
+		}
+		if len(requests) > 0 {
+			if err := s.events.Publish(ctx, requests...); err != nil {
+				return fmt.Errorf("publish delivery requests: %w", err)
+			}
+		}
+		if len(waiting) == s.cfg.SweepBatch {
+			last = waiting[len(waiting)-1].ID
+		}
+		n = len(requests)
+		return nil
+	})
+	return n, last, err
+}
+
+// waitingDeliveries are the pending deliveries of the tenant in ctx, of its active subscriptions, that
+// the sweep would claim now had its lease ended: claimed but not taken (requested while the tenant was
+// disabled), or due. A taken claim whose lease runs is left alone (its send may be in flight), as is a
+// retry not yet due. Nothing when the tenant is disabled again.
+func (s store) waitingDeliveries(ctx context.Context, now time.Time, after uuid.UUID, limit int) ([]*Delivery, error) {
+	tenant, err := tenancy.Require(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ds []*Delivery
+	err = s.conn(ctx).Raw(`SELECT d.*, d.xmin AS xmin FROM webhook_deliveries d
+		JOIN webhook_subscriptions s ON s.id = d.subscription_id
+		WHERE d.tenant_id = ? AND d.status = ? AND d.id > ?
+			AND (d.next_attempt_at <= ? OR (d.claim_id IS NOT NULL AND d.sent_claim_id IS DISTINCT FROM d.claim_id))
+			AND s.tenant_id = d.tenant_id AND s.status = ? AND s.deleted_at IS NULL
+			AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = d.tenant_id AND t.disabled_at IS NOT NULL)
+		ORDER BY d.id
+		LIMIT ?`, tenant, StatusPending, after, now, StatusActive, limit).Scan(&ds).Error
+	return ds, err
+}

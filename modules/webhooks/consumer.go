@@ -54,12 +54,12 @@ func (Attempt) TableName() string { return "webhook_attempts" }
 // to send, so of all copies of one request, on any replica, at most one handler sends; a stale or
 // duplicated copy, or one whose subscription is not active, matches no row and sends nothing (the
 // delivery stays pending). The take restarts the lease (next_attempt_at = now + lease, and the send
-// timeout is shorter), so the sweep cannot claim the row again while the send runs. A handler that
-// dies after the take leaves the row pending and its attempt in_flight: the sweep claims it afresh
-// after the lease, that new claim is sent once more and its take closes the old attempt as unknown —
-// at least once overall, at most one send per claim. The outcome is committed with the xmin check
-// against the take's version: if a redelivery changed the row meanwhile, this attempt is recorded as
-// superseded and the redelivery's attempt counts.
+// timeout is shorter) unless enough of it remains (keptLease), so the sweep cannot claim the row
+// again while the send runs. A handler that dies after the take leaves the row pending and its
+// attempt in_flight: the sweep claims it afresh after the lease, that new claim is sent once more
+// and its take closes the old attempt as unknown — at least once overall, at most one send per claim.
+// The outcome is committed with the xmin check against the take's version: if a redelivery changed
+// the row meanwhile, this attempt is recorded as superseded and the redelivery's attempt counts.
 //
 // Before the take, the subscription's rate limit and the replica's send gate may make the request wait
 // (attemptWithinLimits): then nothing is taken and no attempt is spent.
@@ -95,7 +95,8 @@ func (s *Service) attempt(ctx context.Context, req contract.DeliveryRequestedPay
 	if err != nil {
 		return err
 	}
-	took, err := s.takes.do(ctx, takeRequest{DeliveryID: req.DeliveryID, Claim: req.ClaimID, Tenant: tenant, AttemptID: attemptID})
+	took, err := s.takes.do(ctx, takeRequest{DeliveryID: req.DeliveryID, Claim: req.ClaimID, Tenant: tenant, AttemptID: attemptID,
+		SlotAt: req.RateSlotAt})
 	t, ok := took.taken, took.ok
 	if err != nil {
 		return err
@@ -142,6 +143,17 @@ func (s *Service) writeTakes(ctx context.Context, reqs []takeRequest) ([]takeRes
 	for i := range reqs {
 		reqs[i].Now, reqs[i].LeaseUntil, reqs[i].Instance = now, now.Add(s.cfg.ClaimLease), s.instance
 		reqs[i].AbandonedBefore = now.Add(-s.cfg.SendTimeout)
+	}
+	// One threshold for the batch: the send of each starts at its slot at the latest.
+	start := now
+	for _, r := range reqs {
+		if r.SlotAt != nil && r.SlotAt.After(start) {
+			start = *r.SlotAt
+		}
+	}
+	keep := start.Add(keptLease(s.cfg.ClaimLease, s.cfg.SendTimeout))
+	for i := range reqs {
+		reqs[i].KeepLeaseFrom = keep
 	}
 	return s.store.takeClaims(ctx, reqs)
 }

@@ -98,14 +98,27 @@ func (d *Delivery) CanStartAttempt(claim uuid.UUID) bool {
 
 // StartAttempt marks the current claim as taken by the handler of instance by, about to send, counts
 // the attempt and restarts the lease from now, so a message that waited in the queue still gets a
-// whole lease for its send. It stays pending and claimed: if that handler dies the lease expires and
-// the sweep claims the delivery afresh.
-func (d *Delivery) StartAttempt(now time.Time, lease time.Duration, by string) {
+// whole lease for its send; a lease that still runs for at least keep is left as it is (keptLease).
+// It stays pending and claimed: if that handler dies the lease expires and the sweep claims the
+// delivery afresh.
+func (d *Delivery) StartAttempt(now time.Time, lease, keep time.Duration, by string) {
 	if d.ClaimID != nil {
 		taken, due := *d.ClaimID, now.Add(lease)
+		if d.NextAttemptAt != nil && !d.NextAttemptAt.Before(now.Add(keep)) {
+			due = *d.NextAttemptAt
+		}
 		d.SentClaimID, d.NextAttemptAt, d.ClaimedBy = &taken, &due, by
 		d.AttemptCount++
 	}
+}
+
+// keptLease is how much of its lease a claim must have left for its take to leave the lease as it
+// is: the send timeout plus half the lease's slack beyond it, so the sweep still cannot claim the row
+// while the send runs. A claim taken soon after it was issued (the usual case) keeps its lease, and
+// the take then changes no indexed column: PostgreSQL updates the row in place (a HOT update) instead
+// of adding an entry to each of its indexes.
+func keptLease(lease, sendTimeout time.Duration) time.Duration {
+	return sendTimeout + (lease-sendTimeout)/2
 }
 
 // NextAttemptNumber is the number the next attempt gets.

@@ -37,20 +37,20 @@ func Test_failures_follow_the_schedule_then_the_delivery_fails(t *testing.T) {
 	d, claim := testDelivery(t, now)
 	schedule := []time.Duration{time.Second, time.Minute}
 
-	d.StartAttempt(now, time.Minute, "test")
+	d.StartAttempt(now, time.Minute, time.Minute, "test")
 	require.False(t, d.MarkFailed(now, 500, "http_status: 500", schedule, noJitter))
 	require.False(t, d.IsClaimedBy(claim))
 	require.Equal(t, now.Add(time.Second), *d.NextAttemptAt)
 	require.Equal(t, 500, *d.LastStatusCode)
 
 	d.Claim(now, time.Minute, "test")
-	d.StartAttempt(now, time.Minute, "test")
+	d.StartAttempt(now, time.Minute, time.Minute, "test")
 	require.False(t, d.MarkFailed(now, 0, "timeout: slow", schedule, noJitter))
 	require.Nil(t, d.LastStatusCode)
 	require.Equal(t, now.Add(time.Minute), *d.NextAttemptAt)
 
 	d.Claim(now, time.Minute, "test")
-	d.StartAttempt(now, time.Minute, "test")
+	d.StartAttempt(now, time.Minute, time.Minute, "test")
 	require.True(t, d.MarkFailed(now, 503, "http_status: 503", schedule, noJitter))
 	require.Equal(t, StatusFailed, d.Status)
 	require.Equal(t, 3, d.AttemptCount)

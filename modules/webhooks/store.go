@@ -62,7 +62,9 @@ type takeRequest struct {
 	Tenant            uuid.UUID // the request's; takeClaim fills it from ctx
 	AttemptID         uuid.UUID // the attempt row opened by the take
 	Now               time.Time
-	LeaseUntil        time.Time // the take restarts the lease for the send
+	LeaseUntil        time.Time  // the take restarts the lease for the send...
+	KeepLeaseFrom     time.Time  // ...unless it already runs until this time or later (zero: LeaseUntil)
+	SlotAt            *time.Time // the reserved send slot the handler waits for after the take, if any
 	Instance          string
 	AbandonedBefore   time.Time // in_flight attempts of the delivery started before this are closed as unknown
 }
@@ -118,6 +120,9 @@ func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult
 		ids[i], tenants[i], claims[i], attempts[i] = r.DeliveryID.String(), r.Tenant.String(), r.Claim.String(), r.AttemptID.String()
 	}
 	first := reqs[0]
+	if first.KeepLeaseFrom.IsZero() {
+		first.KeepLeaseFrom = first.LeaseUntil
+	}
 	rows, err := s.conn(ctx).Raw(`WITH r AS (
 		SELECT * FROM unnest(CAST(@ids AS text[])::uuid[], CAST(@tenants AS text[])::uuid[], CAST(@claims AS text[])::uuid[],
 			CAST(@attempts AS text[])::uuid[]) AS r(id, tenant, claim, attempt)),
@@ -134,7 +139,8 @@ func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult
 			AND d.sent_claim_id IS DISTINCT FROM d.claim_id
 		ORDER BY d.id FOR UPDATE OF d),
 	taken AS (
-		UPDATE webhook_deliveries d SET sent_claim_id = claim_id, next_attempt_at = @lease,
+		UPDATE webhook_deliveries d SET sent_claim_id = claim_id,
+			next_attempt_at = CASE WHEN d.next_attempt_at >= @keep THEN d.next_attempt_at ELSE @lease END,
 			attempt_count = attempt_count + 1, claimed_by = @instance, rate_slot_at = NULL
 		FROM locked l
 		WHERE d.id = l.id
@@ -158,7 +164,7 @@ func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult
 	JOIN sub s ON s.id = d.subscription_id
 	JOIN webhook_events e ON e.tenant_id = d.tenant_id AND e.id = d.event_id`,
 		sql.Named("ids", pgArray[string](ids)), sql.Named("tenants", pgArray[string](tenants)), sql.Named("claims", pgArray[string](claims)),
-		sql.Named("attempts", pgArray[string](attempts)), sql.Named("lease", first.LeaseUntil), sql.Named("instance", first.Instance),
+		sql.Named("attempts", pgArray[string](attempts)), sql.Named("lease", first.LeaseUntil), sql.Named("keep", first.KeepLeaseFrom), sql.Named("instance", first.Instance),
 		sql.Named("pending", StatusPending), sql.Named("now", first.Now), sql.Named("abandoned", first.AbandonedBefore)).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("take %d claims: %w", n, err)

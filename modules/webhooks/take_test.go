@@ -21,10 +21,14 @@ func Test_a_claim_starts_one_attempt_and_a_new_claim_can_start_another(t *testin
 	require.True(t, d.CanStartAttempt(claim))
 	require.False(t, d.CanStartAttempt(uuid.New()), "a stale claim starts nothing")
 
+	keep := keptLease(time.Minute, 10*time.Second) // 35 s
+	soon := *d
+	soon.StartAttempt(now.Add(time.Second), time.Minute, keep, "test")
+	require.Equal(t, now.Add(time.Minute), *soon.NextAttemptAt, "taken at once: the claim's lease still covers the send")
 	started := now.Add(30 * time.Second) // the request waited in the queue
-	d.StartAttempt(started, time.Minute, "test")
+	d.StartAttempt(started, time.Minute, keep, "test")
 	require.Equal(t, claim, *d.SentClaimID)
-	require.Equal(t, started.Add(time.Minute), *d.NextAttemptAt, "the take restarts the lease for the send")
+	require.Equal(t, started.Add(time.Minute), *d.NextAttemptAt, "the take restarts a lease with too little left for the send")
 	require.True(t, d.IsClaimedBy(claim), "taking a claim keeps it: the lease still guards the row")
 	require.False(t, d.CanStartAttempt(claim), "a second copy of the same claim starts nothing")
 
@@ -33,7 +37,7 @@ func Test_a_claim_starts_one_attempt_and_a_new_claim_can_start_another(t *testin
 	require.True(t, d.CanStartAttempt(again))
 	require.False(t, d.CanStartAttempt(claim))
 
-	d.StartAttempt(now, time.Minute, "test")
+	d.StartAttempt(now, time.Minute, time.Minute, "test")
 	d.MarkSucceeded(now, 204)
 	require.False(t, d.CanStartAttempt(again), "a finished delivery starts nothing")
 }
@@ -275,4 +279,35 @@ func (h *harness) deliveryRequestsOf(id uuid.UUID) []contract.DeliveryRequestedP
 		}
 	}
 	return out
+}
+
+func Test_a_take_soon_after_the_claim_keeps_its_lease_and_a_late_one_restarts_it(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{})
+	h.subscribe("http://127.0.0.1:9/", "*")
+	ctx := tenantContext()
+	take := func(r contract.DeliveryRequestedPayload, now time.Time) *Delivery {
+		t.Helper()
+		lease := testConfig().ClaimLease
+		tk, ok, err := h.svc.store.takeClaim(ctx, takeRequest{DeliveryID: r.DeliveryID, Claim: r.ClaimID, AttemptID: uuid.New(),
+			Now: now, LeaseUntil: now.Add(lease), KeepLeaseFrom: now.Add(keptLease(lease, testConfig().SendTimeout)),
+			Instance: "test", AbandonedBefore: now.Add(-time.Minute)})
+		require.NoError(t, err)
+		require.True(t, ok)
+		return tk.delivery
+	}
+
+	_, err := h.svc.PublishEvent(ctx, EventInput{Type: "lease.kept", Data: []byte(`{}`)})
+	require.NoError(t, err)
+	soon := h.deliveryRequests()[0]
+	claimed, err := h.svc.store.delivery(ctx, soon.DeliveryID)
+	require.NoError(t, err)
+	taken := take(soon, time.Now().UTC())
+	require.True(t, claimed.NextAttemptAt.Equal(*taken.NextAttemptAt), "the claim's lease still covers the send: left as it is")
+
+	_, err = h.svc.PublishEvent(ctx, EventInput{Type: "lease.restarted", Data: []byte(`{}`)})
+	require.NoError(t, err)
+	late := h.deliveryRequests()[1]
+	now := time.Now().UTC().Add(40 * time.Second).Truncate(time.Microsecond) // the request waited in the queue
+	taken = take(late, now)
+	require.True(t, now.Add(testConfig().ClaimLease).Equal(*taken.NextAttemptAt), "too little lease left: a whole one from the take")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelson/keelson/platform/auth"
+	"github.com/keelson/keelson/platform/database/dbtest"
 	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/tenancy"
@@ -18,8 +19,7 @@ import (
 // otherTenant creates a second tenant and returns a context acting for it.
 func (h *harness) otherTenant(name string) (uuid.UUID, context.Context) {
 	h.t.Helper()
-	id := uuid.New()
-	require.NoError(h.t, h.db.Gorm().Exec(`INSERT INTO tenants (id, name) VALUES (?, ?)`, id, name).Error)
+	id := dbtest.Tenant(h.t, h.db, name)
 	return id, tenancy.With(context.Background(), id)
 }
 

@@ -13,13 +13,10 @@ import (
 
 func TestEnqueue_in_a_rolled_back_unit_of_work_leaves_nothing(t *testing.T) {
 	db := dbtest.New(t)
-	client, err := NewClient(db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := newClient(t, db)
 	boom := errors.New("business rule failed")
 	var id uuid.UUID
-	err = db.WithTx(systemCtx(), func(ctx context.Context) error {
+	err := db.WithTx(systemCtx(), func(ctx context.Context) error {
 		res, err := client.Enqueue(ctx, "email", map[string]string{"to": "a@example.com"}, EnqueueOptions{})
 		if err != nil {
 			return err
@@ -43,7 +40,7 @@ func TestEnqueue_in_a_rolled_back_unit_of_work_leaves_nothing(t *testing.T) {
 
 func TestEnqueue_commits_with_the_callers_unit_of_work(t *testing.T) {
 	db := dbtest.New(t)
-	client, _ := NewClient(db)
+	client := newClient(t, db)
 	var id uuid.UUID
 	err := db.WithTx(systemCtx(), func(ctx context.Context) error {
 		res, err := client.Enqueue(ctx, "email", map[string]int{"n": 1}, EnqueueOptions{MaxAttempts: 3})
@@ -67,7 +64,7 @@ func TestEnqueue_commits_with_the_callers_unit_of_work(t *testing.T) {
 
 func TestEnqueue_duplicate_dedupe_key_inside_a_caller_tx_keeps_the_tx_usable(t *testing.T) {
 	db := dbtest.New(t)
-	client, _ := NewClient(db)
+	client := newClient(t, db)
 	ctx := systemCtx()
 	mustExec(t, db, `CREATE TABLE orders (id int PRIMARY KEY)`)
 	first, err := client.Enqueue(ctx, "invoice", 1, EnqueueOptions{DedupeKey: "order-1"})
@@ -102,7 +99,7 @@ func TestEnqueue_duplicate_dedupe_key_inside_a_caller_tx_keeps_the_tx_usable(t *
 
 func TestEnqueue_duplicate_outside_a_tx_and_again_after_the_job_finished(t *testing.T) {
 	db := dbtest.New(t)
-	client, _ := NewClient(db)
+	client := newClient(t, db)
 	ctx := systemCtx()
 	first, err := client.Enqueue(ctx, "sync", nil, EnqueueOptions{DedupeKey: "k"})
 	if err != nil {
@@ -130,7 +127,7 @@ func TestEnqueue_concurrent_same_dedupe_key_from_two_pools_creates_one_job(t *te
 	results := make(chan EnqueueResult, goroutines)
 	errs := make(chan error, goroutines)
 	for i := range goroutines {
-		client, _ := NewClient(pools[i%2])
+		client := newClient(t, pools[i%2])
 		go func() {
 			res, err := client.Enqueue(systemCtx(), "sync", i, EnqueueOptions{DedupeKey: "same"})
 			results <- res
@@ -156,7 +153,7 @@ func TestEnqueue_concurrent_same_dedupe_key_from_two_pools_creates_one_job(t *te
 
 func TestEnqueueMany_mixes_bulk_and_deduplicated_jobs_in_one_unit_of_work(t *testing.T) {
 	db := dbtest.New(t)
-	client, _ := NewClient(db)
+	client := newClient(t, db)
 	ctx := systemCtx()
 	existing, _ := client.Enqueue(ctx, "sync", nil, EnqueueOptions{DedupeKey: "a"})
 	res, err := client.EnqueueMany(ctx, []EnqueueRequest{
@@ -177,7 +174,7 @@ func TestEnqueueMany_mixes_bulk_and_deduplicated_jobs_in_one_unit_of_work(t *tes
 
 func TestEnqueue_rejects_bad_input_and_writes_nothing(t *testing.T) {
 	db := dbtest.New(t)
-	client, _ := NewClient(db)
+	client := newClient(t, db)
 	ctx := systemCtx()
 	if _, err := client.Enqueue(ctx, "", nil, EnqueueOptions{}); err == nil {
 		t.Error("empty kind accepted")
@@ -198,7 +195,7 @@ func TestEnqueue_rejects_bad_input_and_writes_nothing(t *testing.T) {
 
 func TestCancel_stops_a_pending_job_only(t *testing.T) {
 	db := dbtest.New(t)
-	client, _ := NewClient(db)
+	client := newClient(t, db)
 	ctx := systemCtx()
 	res, _ := client.Enqueue(ctx, "k", nil, EnqueueOptions{})
 	ok, err := client.Cancel(ctx, res.ID)

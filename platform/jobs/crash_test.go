@@ -16,7 +16,7 @@ func TestRunner_jobs_of_a_SIGKILLed_worker_complete_elsewhere_after_the_lease_an
 	db := d.Open(t)
 	mustExec(t, db, `CREATE TABLE started (job_id uuid NOT NULL, instance text NOT NULL)`)
 	mustExec(t, db, `CREATE TABLE effects (job_id uuid PRIMARY KEY)`)
-	client, _ := NewClient(db)
+	client := newClient(t, db)
 	const total = 10
 	for i := range total {
 		if _, err := client.Enqueue(systemCtx(), "block", i, EnqueueOptions{}); err != nil {

@@ -45,6 +45,16 @@ func startRunner(t *testing.T, r *Runner) (stop func()) {
 	return stop
 }
 
+// newClient is a Client on db; NewClient fails only for a nil db.
+func newClient(t *testing.T, db *database.DB) *Client {
+	t.Helper()
+	c, err := NewClient(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func newTestRunner(t *testing.T, db *database.DB, cfg Config, kinds []Kind, schedules []Schedule) *Runner {
 	t.Helper()
 	if cfg.PollInterval == 0 {

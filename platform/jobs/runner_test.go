@@ -33,7 +33,7 @@ func TestRunner_10000_jobs_on_8_workers_over_two_pools_take_effect_exactly_once(
 	pools := []*database.DB{d.Open(t), d.Open(t)}
 	// Unlogged: the test is about ownership, not durability, so it need not wait on this machine's fsync.
 	mustExec(t, pools[0], `CREATE UNLOGGED TABLE effects (job_id uuid PRIMARY KEY, at timestamptz NOT NULL DEFAULT clock_timestamp())`)
-	client, _ := NewClient(pools[0])
+	client := newClient(t, pools[0])
 	const total = 10_000
 	reqs := make([]EnqueueRequest, total)
 	for i := range reqs {
@@ -98,7 +98,7 @@ func TestRunner_10000_jobs_on_8_workers_over_two_pools_take_effect_exactly_once(
 
 func TestRunner_failures_retry_with_backoff_then_fail_and_panics_count_as_failures(t *testing.T) {
 	db := dbtest.New(t)
-	client, _ := NewClient(db)
+	client := newClient(t, db)
 	ctx := systemCtx()
 	flaky, _ := client.Enqueue(ctx, "flaky", nil, EnqueueOptions{})
 	doomed, _ := client.Enqueue(ctx, "panics", nil, EnqueueOptions{MaxAttempts: 2})
@@ -151,7 +151,7 @@ func TestRunner_backoff_grows_exponentially_with_jitter_and_is_capped(t *testing
 func TestRunner_extends_the_lease_of_a_long_job_so_no_other_replica_takes_it(t *testing.T) {
 	d := dbtest.Create(t)
 	pools := []*database.DB{d.Open(t), d.Open(t)}
-	client, _ := NewClient(pools[0])
+	client := newClient(t, pools[0])
 	res, _ := client.Enqueue(systemCtx(), "slow", nil, EnqueueOptions{})
 	var runs atomic.Int64
 	slow := Kind{Name: "slow", Handle: func(ctx context.Context, job Job) error {
@@ -174,7 +174,7 @@ func TestRunner_extends_the_lease_of_a_long_job_so_no_other_replica_takes_it(t *
 
 func TestRunner_shutdown_finishes_short_jobs_and_releases_what_outlives_the_bound(t *testing.T) {
 	db := dbtest.New(t)
-	client, _ := NewClient(db)
+	client := newClient(t, db)
 	ctx := systemCtx()
 	quick, _ := client.Enqueue(ctx, "quick", nil, EnqueueOptions{})
 	stuck, _ := client.Enqueue(ctx, "stuck", nil, EnqueueOptions{})
@@ -211,7 +211,7 @@ func TestRunner_shutdown_finishes_short_jobs_and_releases_what_outlives_the_boun
 
 func TestRunner_prunes_finished_jobs_past_retention_and_samples_depth(t *testing.T) {
 	db := dbtest.New(t)
-	client, _ := NewClient(db)
+	client := newClient(t, db)
 	ctx := systemCtx()
 	old, _ := client.Enqueue(ctx, "k", nil, EnqueueOptions{})
 	recent, _ := client.Enqueue(ctx, "k", nil, EnqueueOptions{})
@@ -234,7 +234,7 @@ func TestRunner_prunes_finished_jobs_past_retention_and_samples_depth(t *testing
 
 func TestRunner_fenced_writes_of_a_stale_owner_change_nothing(t *testing.T) {
 	db := dbtest.New(t)
-	client, _ := NewClient(db)
+	client := newClient(t, db)
 	ctx := systemCtx()
 	res, _ := client.Enqueue(ctx, "k", nil, EnqueueOptions{})
 	owner := newStore(db.SQL(), Config{InstanceID: "owner", Lease: time.Minute})

@@ -12,7 +12,7 @@ import (
 // A live worker whose claim was taken over (a pause longer than the lease) must stop and write nothing.
 func TestRunner_a_live_worker_that_lost_its_job_lease_is_cancelled_and_records_nothing(t *testing.T) {
 	db := dbtest.New(t)
-	client, _ := NewClient(db)
+	client := newClient(t, db)
 	res, _ := client.Enqueue(systemCtx(), "long", nil, EnqueueOptions{})
 	causes := make(chan error, 1)
 	r := newTestRunner(t, db, Config{InstanceID: "slow", Lease: 400 * time.Millisecond}, []Kind{{Name: "long",

@@ -15,12 +15,8 @@ import (
 
 func TestA_job_runs_for_the_tenant_it_was_enqueued_for_and_one_enqueued_in_a_system_context_in_one_named_after_its_kind(t *testing.T) {
 	db := dbtest.New(t)
-	client, err := NewClient(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := uuid.New()
-	mustExec(t, db, `INSERT INTO tenants (id, name) VALUES ($1, 'other')`, other)
+	client := newClient(t, db)
+	other := dbtest.Tenant(t, db, "other")
 
 	type seen struct {
 		tenant uuid.UUID
@@ -73,10 +69,7 @@ func TestA_job_runs_for_the_tenant_it_was_enqueued_for_and_one_enqueued_in_a_sys
 
 func TestEnqueueing_with_neither_a_tenant_nor_a_system_context_is_refused_and_writes_nothing(t *testing.T) {
 	db := dbtest.New(t)
-	client, err := NewClient(db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := newClient(t, db)
 	bare := context.Background()
 	if _, err := client.Enqueue(bare, "orphan", nil, EnqueueOptions{}); !errors.Is(err, tenancy.ErrNoTenant) {
 		t.Errorf("Enqueue = %v, want tenancy.ErrNoTenant", err)
@@ -88,7 +81,7 @@ func TestEnqueueing_with_neither_a_tenant_nor_a_system_context_is_refused_and_wr
 		t.Errorf("EnqueueMany = %v, want tenancy.ErrNoTenant", err)
 	}
 	// Inside a unit of work the refusal comes before any statement, so the caller's writes are not aborted.
-	err = db.WithTx(bare, func(ctx context.Context) error {
+	err := db.WithTx(bare, func(ctx context.Context) error {
 		if _, err := client.Enqueue(ctx, "orphan", nil, EnqueueOptions{}); !errors.Is(err, tenancy.ErrNoTenant) {
 			t.Errorf("Enqueue in a unit of work = %v, want tenancy.ErrNoTenant", err)
 		}
@@ -105,10 +98,7 @@ func TestEnqueueing_with_neither_a_tenant_nor_a_system_context_is_refused_and_wr
 func TestA_schedule_enqueues_jobs_in_its_named_system_context_and_another_replica_runs_them_in_one(t *testing.T) {
 	d := dbtest.Create(t)
 	scheduler, worker := d.Open(t), d.Open(t)
-	client, err := NewClient(scheduler)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := newClient(t, scheduler)
 	enqueued := make(chan string, 1)
 	sweep := Schedule{Name: "sweep", Interval: time.Hour, Run: func(ctx context.Context) error {
 		reason, _ := tenancy.SystemReason(ctx)

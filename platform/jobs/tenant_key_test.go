@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/keelson/keelson/platform/database/dbtest"
 	"github.com/keelson/keelson/platform/tenancy"
 )
@@ -16,12 +14,8 @@ import (
 func TestEnqueueing_a_tenants_job_takes_no_lock_on_the_tenants_row(t *testing.T) {
 	d := dbtest.Create(t)
 	holder, replica := d.Open(t), d.Open(t)
-	client, err := NewClient(replica)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tenant := uuid.New()
-	mustExec(t, holder, `INSERT INTO tenants (id, name) VALUES ($1, 'hot')`, tenant)
+	client := newClient(t, replica)
+	tenant := dbtest.Tenant(t, holder, "hot")
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

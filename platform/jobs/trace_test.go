@@ -33,7 +33,7 @@ func TestAJobEnqueuedInATraceRunsInASpanChildOfTheEnqueuingSpan(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	db := dbtest.Create(t).Open(t)
-	client, _ := NewClient(db)
+	client := newClient(t, db)
 
 	ctx, request := tp.Tracer("test").Start(systemCtx(), "request")
 	traced, err := client.Enqueue(ctx, "traced", nil, EnqueueOptions{})

@@ -17,10 +17,7 @@ import (
 func TestAnEventsHandlerActsForTheTenantTheEventWasPublishedFor(t *testing.T) {
 	db := dbtest.New(t)
 	pub := newPublisher(t, db)
-	other := uuid.New()
-	if err := db.Gorm().Exec(`INSERT INTO tenants (id, name) VALUES (?, 'other')`, other).Error; err != nil {
-		t.Fatal(err)
-	}
+	other := dbtest.Tenant(t, db, "other")
 	var mu sync.Mutex
 	tenants := map[string]uuid.UUID{}
 	handle := func(ctx context.Context, e messaging.Event) error {

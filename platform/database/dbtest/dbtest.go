@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver for the admin connection
 
@@ -90,6 +91,16 @@ func (d *Database) OpenTraced(t testing.TB, tracer pgx.QueryTracer) *database.DB
 func New(t testing.TB, sets ...database.MigrationSet) *database.DB {
 	t.Helper()
 	return Create(t, sets...).Open(t)
+}
+
+// Tenant adds a tenant named name beside the default one and returns its id.
+func Tenant(t testing.TB, db *database.DB, name string) uuid.UUID {
+	t.Helper()
+	id := uuid.New()
+	if err := db.Gorm().Exec(`INSERT INTO tenants (id, name) VALUES (?, ?)`, id, name).Error; err != nil {
+		t.Fatalf("create tenant %s: %v", name, err)
+	}
+	return id
 }
 
 func drop(name string) {

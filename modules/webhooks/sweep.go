@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/messaging"
@@ -30,25 +31,8 @@ func (s *Service) Sweep(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("load due deliveries: %w", err)
 		}
-		requests := make([]messaging.Event, 0, len(due))
-		for _, d := range due {
-			claim := d.Claim(now, s.cfg.ClaimLease, s.instance)
-			if err := s.store.saveDelivery(ctx, d); err != nil {
-				return err
-			}
-			req, err := s.deliveryRequested(ctx, d, claim)
-			if err != nil {
-				return err
-			}
-			requests = append(requests, req)
-		}
-		if len(requests) > 0 {
-			if err := s.events.Publish(ctx, requests...); err != nil {
-				return fmt.Errorf("publish delivery requests: %w", err)
-			}
-		}
-		claimed = len(requests)
-		return nil
+		claimed, err = s.claimAndRequest(ctx, now, due)
+		return err
 	})
 	if errors.Is(err, concurrency.ErrConflict) {
 		s.log.Info("sweep lost a race with a redelivery; batch rolled back, the next sweep takes the rest", "error", err)
@@ -61,4 +45,27 @@ func (s *Service) Sweep(ctx context.Context) error {
 		s.log.Debug("sweep claimed due deliveries", "count", claimed)
 	}
 	return nil
+}
+
+// claimAndRequest claims each delivery for this replica and publishes its request, in the caller's
+// unit of work, and returns how many it requested.
+func (s *Service) claimAndRequest(ctx context.Context, now time.Time, deliveries []*Delivery) (int, error) {
+	requests := make([]messaging.Event, 0, len(deliveries))
+	for _, d := range deliveries {
+		claim := d.Claim(now, s.cfg.ClaimLease, s.instance)
+		if err := s.store.saveDelivery(ctx, d); err != nil {
+			return 0, err
+		}
+		req, err := s.deliveryRequested(ctx, d, claim)
+		if err != nil {
+			return 0, err
+		}
+		requests = append(requests, req)
+	}
+	if len(requests) > 0 {
+		if err := s.events.Publish(ctx, requests...); err != nil {
+			return 0, fmt.Errorf("publish delivery requests: %w", err)
+		}
+	}
+	return len(requests), nil
 }

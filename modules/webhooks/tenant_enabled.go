@@ -66,27 +66,12 @@ func (s *Service) requestWaiting(ctx context.Context, after uuid.UUID) (int, uui
 		if err != nil {
 			return fmt.Errorf("load waiting deliveries: %w", err)
 		}
-		requests := make([]messaging.Event, 0, len(waiting))
-		for _, d := range waiting {
-			claim := d.Claim(now, s.cfg.ClaimLease, s.instance)
-			if err := s.store.saveDelivery(ctx, d); err != nil {
-				return err
-			}
-			req, err := s.deliveryRequested(ctx, d, claim)
-			if err != nil {
-				return err
-			}
-			requests = append(requests, req)
-		}
-		if len(requests) > 0 {
-			if err := s.events.Publish(ctx, requests...); err != nil {
-				return fmt.Errorf("publish delivery requests: %w", err)
-			}
+		if n, err = s.claimAndRequest(ctx, now, waiting); err != nil {
+			return err
 		}
 		if len(waiting) == s.cfg.SweepBatch {
 			last = waiting[len(waiting)-1].ID
 		}
-		n = len(requests)
 		return nil
 	})
 	return n, last, err

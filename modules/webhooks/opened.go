@@ -1,16 +1,36 @@
 package webhooks
 
 import (
+	"cmp"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/platform/concurrency"
 )
 
+// Bounds of the opened cache: plaintext keys stay in memory only while they are in use.
+const (
+	openedMax        = 10_000           // entries kept at most; past it the least recently used quarter goes
+	openedIdle       = 10 * time.Minute // an entry no send used for this long goes
+	openedPruneEvery = time.Minute      // how often sends look for idle entries
+)
+
 // openedCache keeps each subscription's opened signing keys and header values for its row version,
 // so a send decrypts nothing: any change to the row (an edit, a rotation, a secret expiring from
-// the list) gives it a new version, which misses and opens afresh.
-type openedCache struct{ m sync.Map } // subscription id → *openedSubscription
+// the list) gives it a new version, which misses and opens afresh. A replica forgets a subscription
+// it changed or deleted at once; an entry no send used for openedIdle goes (a subscription deleted
+// on another replica, or one no longer sent to), and past max entries the least recently used go.
+type openedCache struct {
+	m         sync.Map     // subscription id → *openedSubscription
+	size      atomic.Int64 // entries in m
+	max       int          // 0 = openedMax
+	nextPrune atomic.Int64 // unix nanoseconds from which the next send looks for idle entries
+	pruning   sync.Mutex   // one prune or shrink at a time; sends never wait for it
+}
 
 type openedSubscription struct {
 	version  concurrency.RowVersion
@@ -18,13 +38,21 @@ type openedSubscription struct {
 	keys     [][]byte
 	expiries []time.Time // of keys[1:], the rotated-out secrets still signing when opened
 	headers  headerMap
+	used     atomic.Int64 // unix nanoseconds of the last send using it, refreshed at most once a second
 }
 
 // of returns the keys that sign at now and the plain header values of a taken subscription.
 func (c *openedCache) of(sub *Subscription, now time.Time, seal sealer) ([][]byte, headerMap, error) {
+	at := now.UnixNano()
+	if at >= c.nextPrune.Load() {
+		c.pruneIdle(at)
+	}
 	if v, ok := c.m.Load(sub.ID); ok {
 		o := v.(*openedSubscription)
 		if o.version == sub.Version && o.secret == sub.Secret {
+			if at-o.used.Load() > int64(time.Second) {
+				o.used.Store(at)
+			}
 			return o.signingAt(now), o.headers, nil
 		}
 	}
@@ -37,9 +65,78 @@ func (c *openedCache) of(sub *Subscription, now time.Time, seal sealer) ([][]byt
 		return nil, nil, err
 	}
 	if sub.Version != 0 { // a subscription read without its version is not cached
-		c.m.Store(sub.ID, &openedSubscription{version: sub.Version, secret: sub.Secret, keys: keys, expiries: expiries, headers: headers})
+		o := &openedSubscription{version: sub.Version, secret: sub.Secret, keys: keys, expiries: expiries, headers: headers}
+		o.used.Store(at)
+		if _, replaced := c.m.Swap(sub.ID, o); !replaced && c.size.Add(1) > int64(c.limit()) {
+			c.shrink()
+		}
 	}
 	return keys, headers, nil
+}
+
+// forget drops a subscription's opened keys and headers (it was changed or deleted here).
+func (c *openedCache) forget(id uuid.UUID) {
+	if _, ok := c.m.LoadAndDelete(id); ok {
+		c.size.Add(-1)
+	}
+}
+
+func (c *openedCache) limit() int {
+	if c.max > 0 {
+		return c.max
+	}
+	return openedMax
+}
+
+// drop removes the entry k held as v, unless a send replaced it meanwhile.
+func (c *openedCache) drop(k, v any) {
+	if c.m.CompareAndDelete(k, v) {
+		c.size.Add(-1)
+	}
+}
+
+// pruneIdle drops the entries no send used in openedIdle before at; one send a minute pays for it.
+func (c *openedCache) pruneIdle(at int64) {
+	if !c.pruning.TryLock() {
+		return
+	}
+	defer c.pruning.Unlock()
+	if at < c.nextPrune.Load() {
+		return
+	}
+	c.nextPrune.Store(at + int64(openedPruneEvery))
+	c.m.Range(func(k, v any) bool {
+		if at-v.(*openedSubscription).used.Load() > int64(openedIdle) {
+			c.drop(k, v)
+		}
+		return true
+	})
+}
+
+// shrink drops the least recently used entries down to three quarters of the limit, so the next
+// shrink is a quarter of the limit's inserts away.
+func (c *openedCache) shrink() {
+	if !c.pruning.TryLock() {
+		return
+	}
+	defer c.pruning.Unlock()
+	type entry struct {
+		k, v any
+		used int64
+	}
+	var all []entry
+	c.m.Range(func(k, v any) bool {
+		all = append(all, entry{k, v, v.(*openedSubscription).used.Load()})
+		return true
+	})
+	excess := len(all) - c.limit()*3/4
+	if excess <= 0 {
+		return
+	}
+	slices.SortFunc(all, func(a, b entry) int { return cmp.Compare(a.used, b.used) })
+	for _, e := range all[:excess] {
+		c.drop(e.k, e.v)
+	}
 }
 
 // signingAt drops the rotated-out keys that expired since they were opened.

@@ -476,6 +476,7 @@ func (s *Service) UpdateSubscription(ctx context.Context, id uuid.UUID, p Subscr
 		}
 		return s.afterStatusChange(ctx, sub, was)
 	}))
+	s.opened.forget(id) // the row has a new version: its old opened values go now, not at its next send
 	return s.withHealth(ctx, sub, err)
 }
 
@@ -491,6 +492,7 @@ func (s *Service) RotateSecret(ctx context.Context, id uuid.UUID, expirePrevious
 		secret, err = sub.rotateSecret(s.now(), ttl, s.sealer)
 		return err
 	}))
+	s.opened.forget(id)
 	out, err := s.withHealth(ctx, sub, err)
 	return out, secret, err
 }
@@ -504,6 +506,7 @@ func (s *Service) DeleteSubscription(ctx context.Context, id uuid.UUID, pre conc
 		cancelled, err = s.store.cancelPending(ctx, id, s.now(), "cancelled: subscription deleted")
 		return err
 	}))
+	s.opened.forget(id) // its secrets are wiped from the row; other replicas' copies go when idle
 	if err == nil && cancelled > 0 {
 		s.metrics.deliveries.WithLabelValues("cancelled").Add(float64(cancelled))
 	}

@@ -126,20 +126,7 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 			PollInterval: 20 * time.Millisecond, Lease: 5 * time.Second, ShutdownTimeout: 5 * time.Second},
 			reg.JobKinds(), reg.Schedules(), logger, promReg)
 		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- runner.Run(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("jobs runner: %v", err)
-				}
-			case <-time.After(20 * time.Second):
-				t.Error("jobs runner did not stop")
-			}
-		})
+		hosttest.Go(t, "jobs runner", runner.Run)
 	}
 	return h
 }
@@ -175,24 +162,11 @@ func (h *harness) startBus(subs []messaging.Subscription, logger *slog.Logger, r
 	t.Cleanup(func() { hosttest.DeleteTopology(cfg, consumers) })
 	bus, err := messaging.New(cfg, h.db, logger, reg, subs)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- bus.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("bus: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("bus did not stop within 30s")
-		}
-	})
+	running := hosttest.Go(t, "bus", bus.Run)
 	select {
 	case <-bus.Ready():
-	case err := <-done:
-		t.Fatalf("bus stopped before ready: %v", err)
+	case <-running.Done():
+		t.Fatalf("bus stopped before ready: %v", running.Err())
 	case <-time.After(30 * time.Second):
 		t.Fatal("bus not ready after 30s")
 	}

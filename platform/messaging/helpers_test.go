@@ -83,9 +83,7 @@ func testLogger() *slog.Logger {
 type runningBus struct {
 	bus      *messaging.Bus
 	registry *prometheus.Registry
-	cancel   context.CancelFunc
-	done     chan error
-	once     sync.Once
+	running  *hosttest.Running
 }
 
 func startBus(t *testing.T, cfg messaging.Config, db *database.DB, subs ...messaging.Subscription) *runningBus {
@@ -95,14 +93,11 @@ func startBus(t *testing.T, cfg messaging.Config, db *database.DB, subs ...messa
 	if err != nil {
 		t.Fatalf("messaging.New: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	rb := &runningBus{bus: bus, registry: reg, cancel: cancel, done: make(chan error, 1)}
-	go func() { rb.done <- bus.Run(ctx) }()
-	t.Cleanup(func() { rb.stop(t) })
+	rb := &runningBus{bus: bus, registry: reg, running: hosttest.Go(t, "bus Run", bus.Run)}
 	select {
 	case <-bus.Ready():
-	case err := <-rb.done:
-		t.Fatalf("bus stopped before ready: %v", err)
+	case <-rb.running.Done():
+		t.Fatalf("bus stopped before ready: %v", rb.running.Err())
 	case <-time.After(30 * time.Second):
 		t.Fatal("bus not ready after 30s")
 	}
@@ -112,17 +107,7 @@ func startBus(t *testing.T, cfg messaging.Config, db *database.DB, subs ...messa
 // stop cancels Run and waits for its graceful return.
 func (rb *runningBus) stop(t *testing.T) {
 	t.Helper()
-	rb.once.Do(func() {
-		rb.cancel()
-		select {
-		case err := <-rb.done:
-			if err != nil {
-				t.Errorf("bus Run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("bus did not stop within 30s")
-		}
-	})
+	rb.running.Stop(t)
 }
 
 // counter reads a metric family of the bus, only the given consumer's sample unless consumer is "".

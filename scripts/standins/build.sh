@@ -53,6 +53,8 @@ log() { echo "standins: $*" >&2; }
 
 cache="${KEELSON_STANDIN_CACHE:-/var/tmp/keelson-standins-cache}"
 mkdir -p "$cache"
+# Two runs at once would build and save the same images side by side: the second waits, then finds them.
+if command -v flock >/dev/null; then exec 9>"$cache/.lock" && flock 9; fi
 # cached IMAGE: load IMAGE from its tarball when the image store lost it (and save it when only the
 # store has it); false when neither has it.
 cached() {

@@ -145,7 +145,7 @@ type outcome struct {
 func (s *stack) awaitDelivered(phase string, ids []string, start time.Time, timeout time.Duration) outcome {
 	s.t.Helper()
 	o := outcome{phase: phase, events: len(ids)}
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(s.within(timeout))
 	for {
 		counts := s.received()
 		o.lost, o.duplicates = 0, 0
@@ -163,4 +163,57 @@ func (s *stack) awaitDelivered(phase string, ids []string, start time.Time, time
 		}
 		time.Sleep(2 * time.Second)
 	}
+}
+
+// readiness watches the replicas' /readyz from the moment of a fault, so the failover time is the
+// replicas' own answer rather than when the test next looked.
+type readiness struct {
+	stop chan struct{}
+	done chan map[string]time.Duration
+}
+
+// watchReady polls each replica's /readyz twice a second from now on.
+func (s *stack) watchReady(replicas ...string) *readiness {
+	r := &readiness{stop: make(chan struct{}), done: make(chan map[string]time.Duration, 1)}
+	from := time.Now()
+	probe := &http.Client{Timeout: 2 * time.Second}
+	go func() {
+		recovered := map[string]time.Duration{} // until the first 200 after the last failed probe
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-r.stop:
+				r.done <- recovered
+				return
+			case <-tick.C:
+			}
+			for _, replica := range replicas {
+				ok := false
+				if resp, err := probe.Get(s.urls[replica] + "/readyz"); err == nil {
+					ok = resp.StatusCode == http.StatusOK
+					resp.Body.Close()
+				}
+				if !ok {
+					recovered[replica] = -1 // not ready now
+				} else if recovered[replica] < 0 {
+					recovered[replica] = time.Since(from)
+				}
+			}
+		}
+	}()
+	return r
+}
+
+// outage ends the watch: the longest time a replica needed to answer ready again after the fault
+// (0 when none ever answered otherwise), and whether one was still not ready at the end.
+func (r *readiness) outage() (longest time.Duration, stillDown []string) {
+	close(r.stop)
+	for replica, d := range <-r.done {
+		if d < 0 {
+			stillDown = append(stillDown, replica)
+		}
+		longest = max(longest, d)
+	}
+	return longest, stillDown
 }

@@ -21,6 +21,17 @@ import (
 
 const repoRoot = "../.."
 
+// imageTag tags the app and receiver images this test binary builds (COMPOSE_IMAGE_TAG): its stacks
+// share them, another run building other sources at the same time does not.
+var imageTag = fmt.Sprintf("ct%d-%d", os.Getpid(), time.Now().Unix())
+
+// TestMain removes the image tags of this run; --no-prune keeps the layers, the next run's build cache.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	_ = exec.Command("docker", "rmi", "--no-prune", "keelson:"+imageTag, "keelson-receiver:"+imageTag).Run()
+	os.Exit(code)
+}
+
 // stack is one compose project: a copy of the repository (vendored, so the image build needs no
 // network), the environment every compose command runs with, and the project's name.
 type stack struct {
@@ -45,8 +56,10 @@ services:
   app3: {environment: *timing}
 `
 
-// clusterHealthOverride loosens the broker nodes' health checks (appended to timingOverride's services).
-const clusterHealthOverride = `  rabbitmq: {healthcheck: &broker-health {interval: 10s, timeout: 60s, retries: 30, start_period: 3m}}
+// clusterHealthOverride gives the broker nodes a health check that boots no Erlang VM, a probe of the
+// AMQP port, which a node opens once it booted (appended to timingOverride's services).
+const clusterHealthOverride = `  rabbitmq: {healthcheck: &broker-health {test: ["CMD", "bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/5672"],
+    interval: 5s, timeout: 10s, retries: 60, start_period: 3m}}
   rabbitmq2: {healthcheck: *broker-health}
   rabbitmq3: {healthcheck: *broker-health}
 `
@@ -95,7 +108,7 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	s.env = append(os.Environ(), "COMPOSE_PROJECT_NAME="+s.project,
-		"BUILD_GOFLAGS=-mod=vendor", "BUILD_GOPROXY=off", "COMPOSE_PROFILES=")
+		"BUILD_GOFLAGS=-mod=vendor", "BUILD_GOPROXY=off", "COMPOSE_PROFILES=", "COMPOSE_IMAGE_TAG="+imageTag)
 	// Free host ports, not the defaults: another stack, or a PostgreSQL on 5433, may hold those.
 	ports := freePorts(t, 6)
 	s.urls = map[string]string{}
@@ -116,10 +129,10 @@ func newStack(t *testing.T) *stack {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			out, _ := s.run(2*time.Minute, s.cmd("--profile", "scale", "--profile", "cluster", "logs", "--no-color", "--tail", "60")...)
+			out, _ := s.run(time.Minute, s.cmd("--profile", "scale", "--profile", "cluster", "logs", "--no-color", "--tail", "60")...)
 			t.Logf("compose logs:\n%s", out)
 		}
-		if out, err := s.run(5*time.Minute, s.cmd("--profile", "scale", "--profile", "cluster", "down", "-v", "--remove-orphans", "-t", "5")...); err != nil {
+		if out, err := s.run(2*time.Minute, s.cmd("--profile", "scale", "--profile", "cluster", "down", "-v", "--remove-orphans", "-t", "5")...); err != nil {
 			t.Logf("down -v: %v\n%s", err, out)
 		}
 	})
@@ -240,6 +253,20 @@ func warmGoImage(t *testing.T, context, goImage string) string {
 	return warm
 }
 
+// cleanupReserve is what a test leaves of the go test -timeout for its cleanup (logs, down -v).
+const cleanupReserve = 3 * time.Minute
+
+// within caps a step's timeout at what is left before the reserve: a step that overruns fails the
+// test while there is still time to remove its containers, rather than the binary's panic leaving them.
+func (s *stack) within(d time.Duration) time.Duration {
+	if deadline, ok := s.t.Deadline(); ok {
+		if left := time.Until(deadline) - cleanupReserve; left < d {
+			return max(left, time.Second)
+		}
+	}
+	return d
+}
+
 func (s *stack) cmd(args ...string) []string {
 	return append(append([]string(nil), s.compose...), args...)
 }
@@ -258,7 +285,7 @@ func (s *stack) run(timeout time.Duration, argv ...string) (string, error) {
 // must runs a command and fails the test when it fails.
 func (s *stack) must(timeout time.Duration, argv ...string) string {
 	s.t.Helper()
-	out, err := s.run(timeout, argv...)
+	out, err := s.run(s.within(timeout), argv...)
 	if err != nil {
 		s.t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
 	}
@@ -294,6 +321,7 @@ func (s *stack) inspect(id, format string) string {
 func (s *stack) waitHealthy(timeout time.Duration, services ...string) time.Duration {
 	s.t.Helper()
 	start := time.Now()
+	timeout = s.within(timeout)
 	for _, svc := range services {
 		for {
 			ids := s.containers(svc)
@@ -341,7 +369,7 @@ func (s *stack) leftovers() []string {
 // API rather than rabbitmqctl: each CLI call boots an Erlang VM, which takes minutes on a busy machine.
 func (s *stack) waitClusterOf(n int, timeout time.Duration) {
 	s.t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(s.within(timeout))
 	for {
 		var nodes []struct {
 			Name    string `json:"name"`
@@ -384,4 +412,35 @@ func (s *stack) brokerAPI(service, path string, v any) error {
 		return fmt.Errorf("GET %s on %s: %s", path, service, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// waitQuorumQueues waits until the replicas declared the delivery queue and every queue of the vhost
+// is a quorum queue with members on n nodes: a queue declared before all nodes joined would lose its
+// majority with one node stopped, and the fault would then test nothing but that.
+func (s *stack) waitQuorumQueues(n int, timeout time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(s.within(timeout))
+	for {
+		var queues []struct {
+			Name, Type string
+			Members    []string `json:"members"`
+		}
+		err := s.brokerAPI("rabbitmq", "/api/queues/%2F", &queues)
+		var problems []string
+		delivery := false
+		for _, q := range queues {
+			delivery = delivery || strings.Contains(q.Name, "webhooks.delivery")
+			if q.Type != "quorum" || len(q.Members) != n {
+				problems = append(problems, fmt.Sprintf("%s is %s on %v", q.Name, q.Type, q.Members))
+			}
+		}
+		if err == nil && delivery && len(problems) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("want the delivery queue and only quorum queues on %d nodes after %s: %v, delivery queue %t, %v",
+				n, timeout, err, delivery, problems)
+		}
+		time.Sleep(2 * time.Second)
+	}
 }

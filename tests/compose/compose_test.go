@@ -151,13 +151,17 @@ func TestAStoppedBrokerNodeOfTheClusterLosesNoEvent(t *testing.T) {
 	var stopped time.Time
 	var ready *readiness
 	phase := time.Now()
-	ids := s.load("node-stop", 1000, []string{"app1", "app2"}, 300, func() {
+	// 25 events a second: the stop (up to 10 s) comes 12 s in and the last 200 wait for it to
+	// return, so hundreds go out and are delivered with the node gone, on a fast machine too.
+	ids := s.loadPaced("node-stop", 1000, []string{"app1", "app2"}, pace{perSecond: 25, holdFrom: 800}, 300, func() {
 		ready = s.watchReady("app1", "app2") // from the moment the node goes
+		began := time.Now()
 		out, err := s.run(s.within(time.Minute), "docker", "stop", "-t", "10", first)
 		if err != nil {
 			t.Errorf("docker stop rabbitmq: %v %s", err, out)
 		}
 		stopped = time.Now()
+		t.Logf("node rabbitmq stopped in %s", stopped.Sub(began).Round(100*time.Millisecond))
 	})
 	if ready == nil {
 		t.Fatal("the node was never stopped")

@@ -69,14 +69,28 @@ func (s *stack) subscribeLoad() {
 // request fails is sent again, with the same id, to the next replica until one accepts it (202, or
 // 200 when an earlier attempt was stored after all). onPublished runs once after the given count.
 func (s *stack) load(phase string, n int, replicas []string, at int, onPublished func()) []string {
+	return s.loadPaced(phase, n, replicas, pace{}, at, onPublished)
+}
+
+// pace spreads a load over time, so a fault strikes while events flow however fast the machine is.
+type pace struct {
+	perSecond int // events sent a second at most; 0: as fast as the replicas take them
+	holdFrom  int // events from this one on wait until the fault returned (> at); 0: none wait
+}
+
+// loadPaced is load at a pace: the events after the fault then go out with the fault in place.
+func (s *stack) loadPaced(phase string, n int, replicas []string, p pace, at int, onPublished func()) []string {
 	t := s.t
 	t.Helper()
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%s-%04d", phase, i)
 	}
-	var published atomic.Int64
-	var once sync.Once
+	var published, afterFault atomic.Int64
+	faultDone := make(chan struct{})
+	if onPublished == nil {
+		close(faultDone)
+	}
 	var wg sync.WaitGroup
 	next := make(chan int)
 	errs := make(chan error, n)
@@ -99,13 +113,26 @@ func (s *stack) load(phase string, n int, replicas []string, at int, onPublished
 					}
 					time.Sleep(200 * time.Millisecond)
 				}
+				select {
+				case <-faultDone:
+					afterFault.Add(1)
+				default:
+				}
 				if published.Add(1) == int64(at) && onPublished != nil {
-					once.Do(onPublished)
+					onPublished()
+					close(faultDone)
 				}
 			}
 		}(w)
 	}
+	began := time.Now()
 	for i := range ids {
+		if p.perSecond > 0 {
+			time.Sleep(time.Until(began.Add(time.Duration(i) * time.Second / time.Duration(p.perSecond))))
+		}
+		if p.holdFrom > 0 && i == p.holdFrom {
+			<-faultDone
+		}
 		next <- i
 	}
 	close(next)
@@ -113,6 +140,9 @@ func (s *stack) load(phase string, n int, replicas []string, at int, onPublished
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+	if onPublished != nil {
+		t.Logf("%s: %d of %d events accepted after the fault returned", phase, afterFault.Load(), n)
 	}
 	return ids
 }

@@ -255,11 +255,35 @@ func (s store) countDeliveries(ctx context.Context, eventID string) (int, error)
 	return int(n), err
 }
 
+// createDeliveries inserts the deliveries of one event (newDelivery: pending, claimed, same times)
+// with one statement whose text is the same for any number of them: the columns they share are
+// single parameters, the others three arrays; no RETURNING, and no reflection over the rows.
 func (s store) createDeliveries(ctx context.Context, ds []*Delivery) error {
 	if len(ds) == 0 {
 		return nil
 	}
-	return s.conn(ctx).Create(ds).Error
+	tenant, err := tenancy.Require(ctx)
+	if err != nil {
+		return err
+	}
+	first := ds[0]
+	ids, subs, claims := make([]string, len(ds)), make([]string, len(ds)), make([]string, len(ds))
+	for i, d := range ds {
+		if d.EventID != first.EventID || d.ClaimedBy != first.ClaimedBy || !d.CreatedAt.Equal(first.CreatedAt) ||
+			d.NextAttemptAt == nil || !d.NextAttemptAt.Equal(*first.NextAttemptAt) || d.ClaimID == nil {
+			return fmt.Errorf("store deliveries: delivery %s is not one of event %s's fan-out", d.ID, first.EventID)
+		}
+		ids[i], subs[i], claims[i] = d.ID.String(), d.SubscriptionID.String(), d.ClaimID.String()
+		d.TenantID = tenant
+	}
+	return s.conn(ctx).Exec(`INSERT INTO webhook_deliveries (id, tenant_id, subscription_id, event_id, event_type, status,
+			next_trigger, next_attempt_at, claim_id, claimed_by, created_at, updated_at)
+		SELECT id, @tenant, sub, @event, @type, @status, @trigger, @next, claim, @by, @at, @at
+		FROM unnest(CAST(@ids AS text[])::uuid[], CAST(@subs AS text[])::uuid[], CAST(@claims AS text[])::uuid[]) AS r(id, sub, claim)`,
+		sql.Named("tenant", tenant), sql.Named("event", first.EventID), sql.Named("type", first.EventType),
+		sql.Named("status", StatusPending), sql.Named("trigger", TriggerScheduled), sql.Named("next", *first.NextAttemptAt),
+		sql.Named("by", first.ClaimedBy), sql.Named("at", first.CreatedAt),
+		sql.Named("ids", pgArray[string](ids)), sql.Named("subs", pgArray[string](subs)), sql.Named("claims", pgArray[string](claims))).Error
 }
 
 func (s store) delivery(ctx context.Context, id uuid.UUID) (*Delivery, error) {

@@ -5,6 +5,10 @@ import (
 	"database/sql/driver"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // batchWriteTimeout bounds one batched statement; the handlers waiting for it give up with their own contexts.
@@ -19,6 +23,9 @@ type batcher[Req, Res any] struct {
 	write func(ctx context.Context, reqs []Req) ([]Res, error) // one result per request, in order
 	// split, if set, moves requests that must not share a batch with earlier ones to the next batch.
 	split func(reqs []Req) (now, later []int)
+	// tracer, if set, records each batch as a span named name (see traced).
+	tracer trace.Tracer
+	name   string
 
 	mu      sync.Mutex
 	queue   []batchCall[Req, Res]
@@ -27,6 +34,7 @@ type batcher[Req, Res any] struct {
 
 type batchCall[Req, Res any] struct {
 	req  Req
+	from trace.SpanContext // the caller's span, linked from the batch's; zero when not traced
 	done chan batchResult[Res]
 }
 
@@ -43,6 +51,9 @@ func newBatcher[Req, Res any](max int, write func(context.Context, []Req) ([]Res
 // written after its caller gave up (what a dying replica's writes look like to the others).
 func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 	call := batchCall[Req, Res]{req: req, done: make(chan batchResult[Res], 1)}
+	if b.tracer != nil {
+		call.from = trace.SpanContextFromContext(ctx)
+	}
 	b.mu.Lock()
 	b.queue = append(b.queue, call)
 	if !b.running {
@@ -99,7 +110,18 @@ func (b *batcher[Req, Res]) flush(calls []batchCall[Req, Res]) {
 		reqs[i] = c.req
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), batchWriteTimeout)
+	var span trace.Span
+	if b.tracer != nil {
+		ctx, span = b.startSpan(ctx, calls)
+	}
 	res, err := b.write(ctx, reqs)
+	if span != nil {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "batch not written")
+		}
+		span.End()
+	}
 	cancel()
 	for i, c := range calls {
 		r := batchResult[Res]{err: err}
@@ -108,6 +130,25 @@ func (b *batcher[Req, Res]) flush(calls []batchCall[Req, Res]) {
 		}
 		c.done <- r
 	}
+}
+
+// traced records each batch as a span named name; call it before use. Without it a batch costs no span.
+func (b *batcher[Req, Res]) traced(tracer trace.Tracer, name string) {
+	b.tracer, b.name = tracer, name
+}
+
+// startSpan starts a batch's span: a root of its own, as one batch serves many traces, linked to
+// the span of each request's caller, so every delivery's trace leads to the statement that wrote it
+// (and the statement's own spans, a unit of work, nest under it).
+func (b *batcher[Req, Res]) startSpan(ctx context.Context, calls []batchCall[Req, Res]) (context.Context, trace.Span) {
+	links := make([]trace.Link, 0, len(calls))
+	for _, c := range calls {
+		if c.from.IsValid() {
+			links = append(links, trace.Link{SpanContext: c.from})
+		}
+	}
+	return b.tracer.Start(ctx, b.name, trace.WithNewRoot(), trace.WithLinks(links...),
+		trace.WithAttributes(attribute.Int("keelson.webhook.batch_size", len(calls))))
 }
 
 // pgArray passes a Go slice as one PostgreSQL array parameter (CAST(@x AS text[]) and the like):

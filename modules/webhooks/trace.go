@@ -11,13 +11,16 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// traceAttempts records a "webhook attempt" span per send, with the HTTP client span inside it.
+// traceAttempts records a "webhook attempt" span per send, with the HTTP client span inside it, and
+// a span per batched take and outcome statement linked to the spans of the requests in the batch.
 // Nothing is propagated to the receiver: Keelson's trace ids are its own, not its customers'.
 func (s *Service) traceAttempts(tp trace.TracerProvider) {
 	if tp == nil {
 		return
 	}
 	s.tracer = tp.Tracer("github.com/keelson/keelson/modules/webhooks")
+	s.takes.traced(s.tracer, "webhooks take batch")
+	s.outcomes.traced(s.tracer, "webhooks outcome batch")
 	s.sender.client.Transport = otelhttp.NewTransport(s.sender.client.Transport,
 		otelhttp.WithTracerProvider(tp),
 		otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator()), // no traceparent to customers

@@ -177,7 +177,7 @@ func deleteTopology(amqpURL, prefix string) {
 		return
 	}
 	defer ch.Close()
-	consumers := []string{"webhooks.fanout", "webhooks.delivery", "webhooks.proposals",
+	consumers := []string{"webhooks.fanout", "webhooks.delivery", "webhooks.proposals", "webhooks.tenant_enabled",
 		"conversations.proposals", "proposals.intake", "proposals.results"}
 	for _, c := range consumers {
 		_, _ = ch.QueueDelete(prefix+"."+c, false, false, false)

@@ -75,7 +75,7 @@ func Test_a_pause_racing_sweeps_and_consumers_on_two_replicas_stops_every_send_a
 	// Sweeps run every 50 ms on both replicas and new events keep their requests coming: none is taken.
 	time.Sleep(time.Second)
 	require.Equal(t, takenBeforePause, countAttempts(t, a), "no take after the pause committed")
-	hosttest.Eventually(t, 10*time.Second, func() bool {
+	hosttest.Eventually(t, 30*time.Second, func() bool {
 		return hosttest.Count(t, a.db, "SELECT count(*) FROM webhook_attempts WHERE result = 'in_flight'") == 0
 	}, "sends in flight at the pause finished")
 	require.Equal(t, int(takenBeforePause), rc.count(), "every request received was taken before the pause")
@@ -144,7 +144,7 @@ func Test_auto_disable_racing_redeliveries_disables_once_then_waits_and_resume_s
 		}
 	}()
 	hosttest.Eventually(t, 30*time.Second, func() bool { return a.statusOf(subID)["status"] == "disabled" }, "auto-disabled")
-	hosttest.Eventually(t, 10*time.Second, func() bool { return redelivered.Load() >= 3 }, "redeliveries made")
+	hosttest.Eventually(t, 30*time.Second, func() bool { return redelivered.Load() >= 3 }, "redeliveries made")
 	close(stop)
 	wg.Wait()
 	got := a.statusOf(subID)
@@ -154,7 +154,7 @@ func Test_auto_disable_racing_redeliveries_disables_once_then_waits_and_resume_s
 	require.Nil(t, got["last_success_at"])
 	require.Positive(t, redelivered.Load())
 
-	hosttest.Eventually(t, 10*time.Second, func() bool {
+	hosttest.Eventually(t, 30*time.Second, func() bool {
 		return hosttest.Count(t, a.db, "SELECT count(*) FROM webhook_attempts WHERE result = 'in_flight'") == 0
 	}, "sends in flight finished")
 	sent := rc.count()
@@ -162,7 +162,7 @@ func Test_auto_disable_racing_redeliveries_disables_once_then_waits_and_resume_s
 	require.Equal(t, sent, rc.count(), "nothing sent while disabled")
 	require.Equal(t, int64(sent), countAttempts(t, a), "one attempt row per request sent, superseded ones included")
 	require.Equal(t, int64(events), hosttest.Count(t, a.db, "SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'"), "they wait")
-	hosttest.Eventually(t, 10*time.Second, func() bool { return len(a.disabledEvents())+len(b.disabledEvents()) >= 1 }, "disabled event")
+	hosttest.Eventually(t, 30*time.Second, func() bool { return len(a.disabledEvents())+len(b.disabledEvents()) >= 1 }, "disabled event")
 	time.Sleep(200 * time.Millisecond)
 	disabled := append(a.disabledEvents(), b.disabledEvents()...)
 	require.Len(t, disabled, 1, "disabled once")

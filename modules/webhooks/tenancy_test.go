@@ -53,7 +53,7 @@ func Test_an_integration_event_of_one_tenant_never_reaches_a_subscription_of_ano
 	hosttest.Eventually(t, 20*time.Second, func() bool { return rcA.count() == 1 }, "a's receiver got a's event")
 	ofB := publish(ctxB, 2)
 	hosttest.Eventually(t, 20*time.Second, func() bool { return rcB.count() == 1 }, "b's receiver got b's event")
-	hosttest.Eventually(t, 10*time.Second, func() bool { return hosttest.Count(t, h.db, "SELECT count(*) FROM outbox_messages") == 0 }, "outbox drained")
+	hosttest.Eventually(t, 30*time.Second, func() bool { return hosttest.Count(t, h.db, "SELECT count(*) FROM outbox_messages") == 0 }, "outbox drained")
 
 	require.Equal(t, ofA.ID, rcA.received()[0].header.Get("webhook-id"))
 	require.Equal(t, ofB.ID, rcB.received()[0].header.Get("webhook-id"))

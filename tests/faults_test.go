@@ -148,7 +148,7 @@ func TestBrokerConnectionCutAndRestoredLosesNothing(t *testing.T) {
 		openAtCut = proxy.Open()
 		proxy.Cut()
 		for i := range c.replicas { // the contract: /readyz is 503 while RabbitMQ does not answer
-			if err := c.waitReadyz(i, http.StatusServiceUnavailable, 10*time.Second); err != nil {
+			if err := c.waitReadyz(i, http.StatusServiceUnavailable, 30*time.Second); err != nil {
 				notReady = append(notReady, err.Error())
 			}
 		}

@@ -61,13 +61,13 @@ type Delivery struct {
 func (Delivery) TableName() string { return "webhook_deliveries" }
 
 // newDelivery is born pending and claimed: its DeliveryRequested leaves in the same transaction.
-func newDelivery(sub *Subscription, eventID, eventType string, now time.Time, lease time.Duration, by string) (*Delivery, uuid.UUID, error) {
+func newDelivery(subID uuid.UUID, eventID, eventType string, now time.Time, lease time.Duration, by string) (*Delivery, uuid.UUID, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, uuid.Nil, err
 	}
 	d := &Delivery{
-		ID: id, SubscriptionID: sub.ID, EventID: eventID, EventType: eventType,
+		ID: id, SubscriptionID: subID, EventID: eventID, EventType: eventType,
 		Status: StatusPending, NextTrigger: TriggerScheduled, CreatedAt: now, UpdatedAt: now,
 	}
 	return d, d.Claim(now, lease, by), nil

@@ -13,7 +13,7 @@ func noJitter(d time.Duration) time.Duration { return d }
 func testDelivery(t *testing.T, now time.Time) (*Delivery, uuid.UUID) {
 	t.Helper()
 	sub := &Subscription{ID: uuid.New()}
-	d, claim, err := newDelivery(sub, "evt_1", "a.b", now, time.Minute, "test")
+	d, claim, err := newDelivery(sub.ID, "evt_1", "a.b", now, time.Minute, "test")
 	require.NoError(t, err)
 	return d, claim
 }

@@ -163,17 +163,17 @@ func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {
 			out = Ingested{ID: first.ID, Type: first.Type, Deliveries: n, Duplicate: true}
 			return nil
 		}
-		subs, err := s.store.receivingSubscriptions(ctx)
+		targets, err := s.store.fanOutTargets(ctx)
 		if err != nil {
 			return fmt.Errorf("load subscriptions: %w", err)
 		}
 		var deliveries []*Delivery
 		var requests []messaging.Event
-		for i := range subs {
-			if !subs[i].wants(in.Type) {
+		for _, t := range targets {
+			if !anyPatternMatches(t.eventTypes, in.Type) {
 				continue
 			}
-			d, claim, err := newDelivery(&subs[i], in.ID, in.Type, now, s.cfg.ClaimLease, s.instance)
+			d, claim, err := newDelivery(t.id, in.ID, in.Type, now, s.cfg.ClaimLease, s.instance)
 			if err != nil {
 				return err
 			}

@@ -223,11 +223,34 @@ func (s store) subscriptions(ctx context.Context, after uuid.UUID, limit int) ([
 	return subs, err
 }
 
-// receivingSubscriptions are those events fan out to: active and paused ones (Subscription.receivesEvents).
-func (s store) receivingSubscriptions(ctx context.Context) ([]Subscription, error) {
-	var subs []Subscription
-	err := s.conn(ctx).Where("status <> ? AND deleted_at IS NULL", StatusDisabled).Order("id").Find(&subs).Error
-	return subs, err
+// fanOutTarget is what the fan-out reads of a subscription.
+type fanOutTarget struct {
+	id         uuid.UUID
+	eventTypes patternSet
+}
+
+// fanOutTargets are the subscriptions of the tenant of ctx that events fan out to: active and paused
+// ones (Subscription.receivesEvents). Every event reads them, so only the two columns it needs.
+func (s store) fanOutTargets(ctx context.Context) ([]fanOutTarget, error) {
+	tenant, err := tenancy.Require(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.conn(ctx).Raw(`SELECT id, event_types FROM webhook_subscriptions
+		WHERE tenant_id = ? AND status <> ? AND deleted_at IS NULL ORDER BY id`, tenant, StatusDisabled).Rows()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []fanOutTarget
+	for rows.Next() {
+		var t fanOutTarget
+		if err := rows.Scan(&t.id, &t.eventTypes); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
 }
 
 // saveSubscription writes a loaded subscription with the xmin check.

@@ -256,11 +256,6 @@ func (s *Subscription) active() bool { return s.Status == StatusActive && s.Dele
 // collecting them to send on resume; a disabled one does not.
 func (s *Subscription) receivesEvents() bool { return s.Status != StatusDisabled && s.DeletedAt == nil }
 
-// wants reports whether an event type matches one of the subscription's patterns.
-func (s *Subscription) wants(eventType string) bool {
-	return anyPatternMatches(s.EventTypes, eventType)
-}
-
 // signingKeys opens the secrets and returns the HMAC keys a request is signed with at now: the
 // current secret, then each rotated-out one until its expiry.
 func (s *Subscription) signingKeys(now time.Time, seal sealer) ([][]byte, error) {

@@ -33,7 +33,7 @@ func (s *Service) SendTest(ctx context.Context, id uuid.UUID) (Delivery, error) 
 		if _, err := s.store.insertEvent(ctx, ev); err != nil {
 			return fmt.Errorf("store test event: %w", err)
 		}
-		d, claim, err := newDelivery(sub, ev.ID, ev.Type, now, s.cfg.ClaimLease, s.instance)
+		d, claim, err := newDelivery(sub.ID, ev.ID, ev.Type, now, s.cfg.ClaimLease, s.instance)
 		if err != nil {
 			return err
 		}

@@ -37,6 +37,8 @@ fuzz:
 ## tidy-check: fail when `go mod tidy` would change go.mod or go.sum
 tidy-check:
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit the result" >&2; exit 1; }
+	@# bench/jobs is its own module (it pulls River in); it builds against this tree, so it drifts with it.
+	@cd bench/jobs && go mod tidy -diff || { echo "bench/jobs/go.mod/go.sum are not tidy: run go mod tidy there and commit the result" >&2; exit 1; }
 
 ## vuln: govulncheck against vuln.go.dev (needs that network access; CI has none, so it is not part of test)
 vuln:

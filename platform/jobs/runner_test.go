@@ -157,16 +157,17 @@ func TestRunner_extends_the_lease_of_a_long_job_so_no_other_replica_takes_it(t *
 	slow := Kind{Name: "slow", Handle: func(ctx context.Context, job Job) error {
 		runs.Add(1)
 		select {
-		case <-time.After(1500 * time.Millisecond): // three leases long
+		case <-time.After(6 * time.Second): // three leases long
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}}
 	for i, db := range pools {
-		startRunner(t, newTestRunner(t, db, Config{InstanceID: fmt.Sprintf("r%d", i), Lease: 500 * time.Millisecond}, []Kind{slow}, nil))
+		// Two seconds: a heartbeat has 500 ms to commit, which a loaded machine gives it; at 500 ms it had 125 ms.
+		startRunner(t, newTestRunner(t, db, Config{InstanceID: fmt.Sprintf("r%d", i), Lease: 2 * time.Second}, []Kind{slow}, nil))
 	}
-	waitFor(t, 15*time.Second, "slow job completed", func() bool { return loadJob(t, pools[0], res.ID).Status == "completed" })
+	waitFor(t, 30*time.Second, "slow job completed", func() bool { return loadJob(t, pools[0], res.ID).Status == "completed" })
 	if s := loadJob(t, pools[0], res.ID); s.Attempt != 1 || runs.Load() != 1 {
 		t.Fatalf("slow job ran %d times, attempt %d; want once", runs.Load(), s.Attempt)
 	}
@@ -221,13 +222,13 @@ func TestRunner_prunes_finished_jobs_past_retention_and_samples_depth(t *testing
 	r := newTestRunner(t, db, Config{InstanceID: "w", Retention: time.Hour, PruneInterval: 100 * time.Millisecond,
 		DepthInterval: 50 * time.Millisecond}, []Kind{{Name: "k", Handle: func(context.Context, Job) error { return nil }}}, nil)
 	startRunner(t, r)
-	waitFor(t, 10*time.Second, "old job pruned", func() bool {
+	waitFor(t, 30*time.Second, "old job pruned", func() bool {
 		return queryInt(t, db, `SELECT count(*) FROM jobs WHERE id = $1`, old.ID) == 0
 	})
 	if n := queryInt(t, db, `SELECT count(*) FROM jobs WHERE id IN ($1, $2)`, recent.ID, waiting.ID); n != 2 {
 		t.Fatalf("prune removed jobs inside retention or unfinished: %d left of 2", n)
 	}
-	waitFor(t, 5*time.Second, "depth gauge sampled", func() bool {
+	waitFor(t, 30*time.Second, "depth gauge sampled", func() bool {
 		return gauge(t, r, "pending") == 1 && gauge(t, r, "failed") == 1 && gauge(t, r, "completed") == 0
 	})
 }

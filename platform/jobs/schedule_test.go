@@ -32,10 +32,10 @@ func TestSchedule_three_schedulers_never_overlap_and_runs_go_on_after_the_holder
 	var stops []func()
 	for _, name := range []string{"sched-b", "sched-c"} {
 		pool := d.Open(t)
-		stops = append(stops, startRunner(t, newTestRunner(t, pool, Config{InstanceID: name, Lease: time.Second, PollInterval: 50 * time.Millisecond},
-			nil, []Schedule{tickSchedule(pool, name)})))
+		stops = append(stops, startRunner(t, newTestRunner(t, pool, Config{InstanceID: name, Lease: 3 * time.Second, PollInterval: 50 * time.Millisecond},
+			nil, []Schedule{tickSchedule(pool, name, 200*time.Millisecond)})))
 	}
-	// Three schedulers contend for a while (each run lasts 200ms, ticks are due every 50ms)...
+	// Three schedulers contend for a while (each run lasts 200ms, the helper's a second, ticks are due every 50ms)...
 	waitFor(t, 30*time.Second, "20 runs with three schedulers", func() bool {
 		return queryInt(t, db, `SELECT count(*) FROM schedule_runs WHERE started_at > $1`, joined) >= 20 &&
 			queryInt(t, db, `SELECT count(DISTINCT instance) FROM schedule_runs WHERE started_at > $1`, joined) >= 2

@@ -16,7 +16,7 @@ import (
 func spanNamed(t *testing.T, exporter *tracetest.InMemoryExporter, name string) tracetest.SpanStub {
 	t.Helper()
 	var found tracetest.SpanStub
-	waitFor(t, 10*time.Second, "a span named "+name, func() bool {
+	waitFor(t, 30*time.Second, "a span named "+name, func() bool {
 		for _, s := range exporter.GetSpans() {
 			if s.Name == name {
 				found = s

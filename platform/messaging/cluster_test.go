@@ -91,7 +91,7 @@ func TestABusFailsOverToTheNextBrokerAddress(t *testing.T) {
 	first.Cut()
 	publish(200)
 	waitFor(t, 60*time.Second, "every event after the first address went away", func() bool { return got.has(ids) })
-	waitFor(t, 10*time.Second, "an empty outbox", func() bool { return outboxRows(t, db) == 0 })
+	waitFor(t, 30*time.Second, "an empty outbox", func() bool { return outboxRows(t, db) == 0 })
 	if err := bus.bus.Ping(context.Background()); err != nil {
 		t.Errorf("Ping with the first address cut: %v", err)
 	}

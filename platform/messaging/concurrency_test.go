@@ -131,7 +131,7 @@ func TestConcurrencyBoundsHandlersInFlight(t *testing.T) {
 	if got := narrow.max(); got != 1 {
 		t.Errorf("default consumer ran %d handlers at once, want 1", got)
 	}
-	waitFor(t, 5*time.Second, "handled metrics", func() bool {
+	waitFor(t, 30*time.Second, "handled metrics", func() bool {
 		return bus.counter(t, "keelson_messages_handled_total", "wide") >= 12 &&
 			bus.counter(t, "keelson_messages_handled_total", "narrow") >= 8
 	})
@@ -204,7 +204,7 @@ func TestConcurrentConsumerDeadLetters(t *testing.T) {
 	if got := overlapped.max(); got < 2 || got > 4 {
 		t.Errorf("%d handlers at once, want 2..4", got)
 	}
-	waitFor(t, 5*time.Second, "metrics", func() bool {
+	waitFor(t, 30*time.Second, "metrics", func() bool {
 		return bus.counter(t, "keelson_messages_dead_lettered_total", "mixed") == 6 &&
 			bus.counter(t, "keelson_messages_handled_total", "mixed") == 6 &&
 			bus.counter(t, "keelson_messages_failed_total", "mixed") == 18
@@ -220,7 +220,7 @@ func TestConcurrentConsumerGracefulShutdown(t *testing.T) {
 	db := dbtest.New(t)
 	pub := newPublisher(t, db)
 	cfg := testConfig(t, "slow")
-	cfg.ShutdownTimeout = time.Second
+	cfg.ShutdownTimeout = 3 * time.Second // ten times the quick handlers' 300 ms, however loaded the machine
 
 	var started inFlight
 	finished := make(chan error, 8)
@@ -262,7 +262,7 @@ func TestConcurrentConsumerGracefulShutdown(t *testing.T) {
 	if completed != 2 || cancelled != 2 {
 		t.Errorf("completed %d and cancelled %d handlers, want 2 and 2", completed, cancelled)
 	}
-	waitFor(t, 10*time.Second, "the 2 abandoned messages back in the queue", func() bool {
+	waitFor(t, 30*time.Second, "the 2 abandoned messages back in the queue", func() bool {
 		return queueDepth(t, cfg.QueuePrefix+".slow") == 2
 	})
 }

@@ -58,7 +58,7 @@ func TestCommittedEventsArriveRolledBackNever(t *testing.T) {
 	waitFor(t, 60*time.Second, "every committed event at both consumers", func() bool {
 		return all.has(keys(committed)) && updates.has(keys(committedUpdates))
 	})
-	waitFor(t, 10*time.Second, "an empty outbox", func() bool { return outboxRows(t, db) == 0 })
+	waitFor(t, 30*time.Second, "an empty outbox", func() bool { return outboxRows(t, db) == 0 })
 
 	gotAll, deliveriesAll := all.snapshot()
 	gotUpdates, _ := updates.snapshot()
@@ -86,14 +86,14 @@ func TestMessageForwardedBeforeConsumerStartsIsConsumed(t *testing.T) {
 	relay := startBus(t, relayCfg, db, messaging.Subscription{Consumer: "late", EventTypes: []string{"test.created"}, Handle: never})
 
 	e := publishOne(t, db, pub, "test.created", map[string]string{"k": "v"}, true)
-	waitFor(t, 10*time.Second, "the event forwarded", func() bool {
+	waitFor(t, 30*time.Second, "the event forwarded", func() bool {
 		return relay.counter(t, "keelson_outbox_forwarded_total", "") == 1
 	})
 	relay.stop(t)
 
 	got := newCollector()
 	startBus(t, cfg, db, messaging.Subscription{Consumer: "late", EventTypes: []string{"test.created"}, Handle: got.handle})
-	waitFor(t, 10*time.Second, "the early event consumed", func() bool { return got.has([]string{e.ID}) })
+	waitFor(t, 30*time.Second, "the early event consumed", func() bool { return got.has([]string{e.ID}) })
 }
 
 // Events committed while the broker is unreachable for 10 s all arrive once it is back.
@@ -118,7 +118,7 @@ func TestBrokerOutageLosesNothing(t *testing.T) {
 		}
 	}
 	publish(50)
-	waitFor(t, 10*time.Second, "delivery before the outage", func() bool { return got.has(ids) })
+	waitFor(t, 30*time.Second, "delivery before the outage", func() bool { return got.has(ids) })
 
 	proxy.Cut()
 	cutAt := time.Now()
@@ -132,7 +132,7 @@ func TestBrokerOutageLosesNothing(t *testing.T) {
 	publish(50)
 
 	waitFor(t, 60*time.Second, "every event after the outage", func() bool { return got.has(ids) })
-	waitFor(t, 10*time.Second, "an empty outbox", func() bool { return outboxRows(t, db) == 0 })
+	waitFor(t, 30*time.Second, "an empty outbox", func() bool { return outboxRows(t, db) == 0 })
 	if err := bus.bus.Ping(context.Background()); err != nil {
 		t.Errorf("Ping after restore: %v", err)
 	}

@@ -64,7 +64,7 @@ func TestFailingAndPanickingHandlersDeadLetter(t *testing.T) {
 	assertDead(t, deadFailing[0], failed, "failing", "always fails")
 	assertDead(t, deadPanicky[0], poison, "panicky", "handler bug")
 
-	waitFor(t, 5*time.Second, "metrics", func() bool {
+	waitFor(t, 30*time.Second, "metrics", func() bool {
 		return bus.counter(t, "keelson_messages_dead_lettered_total", "failing") == 1 &&
 			bus.counter(t, "keelson_messages_dead_lettered_total", "panicky") == 1 &&
 			bus.counter(t, "keelson_messages_handled_total", "panicky") == 5

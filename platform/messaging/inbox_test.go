@@ -107,7 +107,7 @@ func TestDuplicateDeliveryHasOneEffect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "two deliveries", func() bool { return deliveries.Load() == 2 })
+	waitFor(t, 30*time.Second, "two deliveries", func() bool { return deliveries.Load() == 2 })
 	if n := effects(t, db, e.ID); n != 1 {
 		t.Errorf("two deliveries gave %d effects, want 1", n)
 	}

@@ -44,7 +44,7 @@ func TestTwoReplicasLoseNothing(t *testing.T) {
 	wg.Wait()
 
 	waitFor(t, 60*time.Second, "every event", func() bool { return got.has(ids) })
-	waitFor(t, 10*time.Second, "an empty outbox", func() bool { return outboxRows(t, dbA) == 0 })
+	waitFor(t, 30*time.Second, "an empty outbox", func() bool { return outboxRows(t, dbA) == 0 })
 	seen, deliveries := got.snapshot()
 	if len(seen) != len(ids) {
 		t.Errorf("received %d distinct events, committed %d", len(seen), len(ids))

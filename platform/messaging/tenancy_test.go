@@ -44,7 +44,7 @@ func TestAnEventsHandlerActsForTheTenantTheEventWasPublishedFor(t *testing.T) {
 		}
 		want[e.ID] = tenant
 	}
-	waitFor(t, 10*time.Second, "both events handled", func() bool {
+	waitFor(t, 30*time.Second, "both events handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(tenants) == 2

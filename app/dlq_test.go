@@ -52,7 +52,7 @@ func TestDLQListShowsDeadLettersAndReplayMovesThemBackWithoutTheirDeadLetterHead
 		require.NoError(t, err)
 		return st.Messages
 	}
-	hosttest.Eventually(t, 10*time.Second, func() bool { return depth(dead) == 3 }, "3 dead letters")
+	hosttest.Eventually(t, 30*time.Second, func() bool { return depth(dead) == 3 }, "3 dead letters")
 
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"dlq", "list"}, &out))
@@ -68,12 +68,12 @@ func TestDLQListShowsDeadLettersAndReplayMovesThemBackWithoutTheirDeadLetterHead
 	out.Reset()
 	require.NoError(t, run(context.Background(), []string{"dlq", "replay", dead, "--limit", "2"}, &out))
 	assert.Contains(t, out.String(), "replayed 2 message(s)")
-	hosttest.Eventually(t, 10*time.Second, func() bool { return depth(queue) == 2 && depth(dead) == 1 }, "2 moved, 1 left")
+	hosttest.Eventually(t, 30*time.Second, func() bool { return depth(queue) == 2 && depth(dead) == 1 }, "2 moved, 1 left")
 
 	out.Reset()
 	require.NoError(t, run(context.Background(), []string{"dlq", "replay", consumer}, &out))
 	assert.Contains(t, out.String(), "replayed 1 message(s)")
-	hosttest.Eventually(t, 10*time.Second, func() bool { return depth(queue) == 3 && depth(dead) == 0 }, "all moved")
+	hosttest.Eventually(t, 30*time.Second, func() bool { return depth(queue) == 3 && depth(dead) == 0 }, "all moved")
 
 	got, ok, err := ch.Get(queue, true)
 	require.NoError(t, err)

@@ -107,8 +107,8 @@ func TestServeOnANeverMigratedDatabaseExitsAtOnceSayingToRunMigrate(t *testing.T
 			if err == nil || !strings.Contains(err.Error(), "run `keelson migrate`") {
 				t.Fatalf("serve = %v, want an error saying to run keelson migrate", err)
 			}
-			if took > 2*time.Second {
-				t.Fatalf("serve took %s to give up, want under 2s", took)
+			if took > 10*time.Second { // a serve that waited for the schema would run until the 30 s context ends
+				t.Fatalf("serve took %s to give up, want under 10s", took)
 			}
 		})
 	}

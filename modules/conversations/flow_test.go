@@ -32,7 +32,7 @@ type proposalBody struct {
 const proposalsPath = "/api/v1/assistant/proposals"
 
 // flowTimeout bounds one asynchronous step (outbox → RabbitMQ → consumer, or a job run).
-const flowTimeout = 20 * time.Second
+const flowTimeout = 30 * time.Second
 
 // webhookReceiver is a subscriber endpoint recording every webhook it receives.
 type webhookReceiver struct {

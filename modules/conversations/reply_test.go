@@ -121,7 +121,11 @@ func TestModelFailureRetriesTheJob(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
 			model := newFakeModel(t, tc.mode)
-			r := h.start(harnessOptions{background: true, conversations: model.config(300 * time.Millisecond)})
+			cfg := model.config(300 * time.Millisecond)
+			// Five attempts with retries of at most 500 ms run out in about two seconds: a loaded machine could
+			// see the failures, then switch the model on after the last attempt. The job must outlast the test.
+			cfg.ReplyMaxAttempts = 1000
+			r := h.start(harnessOptions{background: true, conversations: cfg})
 			c := createConversation(t, r, "Flaky model")
 
 			started := time.Now()

@@ -23,7 +23,7 @@ import (
 
 const proposalsPath = "/api/v1/assistant/proposals"
 
-const flowTimeout = 20 * time.Second
+const flowTimeout = 30 * time.Second
 
 type proposalBody struct {
 	ID             string `json:"id"`

@@ -98,7 +98,7 @@ func TestTenantAsTokensReachNothingOfTenantBOnAnyOperation(t *testing.T) {
 	ids["operation"] = op.Body["id"].(string)
 	ids["token"] = strings.SplitN(tokenB, "_", 3)[1]
 	ids["token"] = ids["token"][:8] + "-" + ids["token"][8:12] + "-" + ids["token"][12:16] + "-" + ids["token"][16:20] + "-" + ids["token"][20:]
-	waitFor(t, 20*time.Second, func() bool {
+	waitFor(t, 30*time.Second, func() bool {
 		a := call(t, http.MethodGet, api+"/assistant/proposals?conversation_id="+ids["conversation"], tokenB, nil)
 		items, _ := a.Body["items"].([]any)
 		if len(items) == 0 {
@@ -107,7 +107,7 @@ func TestTenantAsTokensReachNothingOfTenantBOnAnyOperation(t *testing.T) {
 		ids["proposal"] = items[0].(map[string]any)["id"].(string)
 		return true
 	}, "B's proposal")
-	waitFor(t, 20*time.Second, func() bool {
+	waitFor(t, 30*time.Second, func() bool {
 		a := call(t, http.MethodGet, api+"/webhooks/deliveries?status=succeeded", tokenB, nil)
 		items, _ := a.Body["items"].([]any)
 		if len(items) < 3 { // order.created, conversation.created, conversation.renamed-or-note
@@ -116,14 +116,14 @@ func TestTenantAsTokensReachNothingOfTenantBOnAnyOperation(t *testing.T) {
 		ids["delivery"] = items[0].(map[string]any)["id"].(string)
 		return true
 	}, "B's deliveries")
-	waitFor(t, 20*time.Second, func() bool {
+	waitFor(t, 30*time.Second, func() bool {
 		a := call(t, http.MethodGet, api+"/webhooks/operations/"+ids["operation"], tokenB, nil)
 		return a.Body["status"] == "succeeded" || a.Body["status"] == "failed"
 	}, "B's recovery")
 	// Background work of B's settles before the fingerprint: nothing of B's is due any more.
 	churn := []string{"jobs", "outbox", "inbox", "messaging_inbox", "api_rate_windows"}
 	var before map[string]string
-	waitFor(t, 20*time.Second, func() bool {
+	waitFor(t, 60*time.Second, func() bool {
 		first := tenantRows(t, db, ids["tenant-b"], churn...)
 		time.Sleep(time.Second)
 		before = tenantRows(t, db, ids["tenant-b"], churn...)
@@ -200,7 +200,7 @@ func TestTenantAsTokensReachNothingOfTenantBOnAnyOperation(t *testing.T) {
 		map[string]any{"url": receiver.URL + "/a", "event_types": []string{"*"}}))
 	must(http.StatusAccepted, call(t, http.MethodPost, api+"/webhooks/events", tokenA, map[string]any{"type": "order.created", "data": map[string]any{"n": 2}}))
 	must(http.StatusCreated, call(t, http.MethodPost, api+"/conversations", tokenA, map[string]any{"title": "A's"}))
-	waitFor(t, 20*time.Second, func() bool {
+	waitFor(t, 30*time.Second, func() bool {
 		a := call(t, http.MethodGet, api+"/webhooks/deliveries?status=succeeded", tokenA, nil)
 		items, _ := a.Body["items"].([]any)
 		return len(items) >= 2

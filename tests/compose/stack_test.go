@@ -96,6 +96,10 @@ func freePorts(t *testing.T, n int) []string {
 func newStack(t *testing.T) *stack {
 	t.Helper()
 	s := &stack{t: t, project: fmt.Sprintf("keelsonct%d", time.Now().UnixNano()%1_000_000_000)}
+	// After a test that used up the time, the next starts nothing its cleanup could not remove.
+	if left := s.within(time.Hour); left < 2*time.Minute {
+		t.Fatalf("only %s left before the cleanup reserve of the -timeout: not starting a stack", left.Round(time.Second))
+	}
 	if exec.Command("docker", "compose", "version").Run() == nil {
 		s.compose = []string{"docker", "compose"}
 	} else {
@@ -129,7 +133,7 @@ func newStack(t *testing.T) *stack {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			out, _ := s.run(time.Minute, s.cmd("--profile", "scale", "--profile", "cluster", "logs", "--no-color", "--tail", "60")...)
+			out, _ := s.run(45*time.Second, s.cmd("--profile", "scale", "--profile", "cluster", "logs", "--no-color", "--tail", "60")...)
 			t.Logf("compose logs:\n%s", out)
 		}
 		if out, err := s.run(2*time.Minute, s.cmd("--profile", "scale", "--profile", "cluster", "down", "-v", "--remove-orphans", "-t", "5")...); err != nil {
@@ -278,6 +282,8 @@ func (s *stack) run(timeout time.Duration, argv ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = s.dir
 	cmd.Env = s.env
+	// A killed shell's children (compose, curl) may hold its output open: stop waiting for them.
+	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

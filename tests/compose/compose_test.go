@@ -221,7 +221,7 @@ func (s *stack) walkthrough() string {
 // awaitTypes waits until the receiver logged a verified delivery of each event type.
 func (s *stack) awaitTypes(walkthroughOutput string, types ...string) {
 	s.t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(s.within(3 * time.Minute))
 	for {
 		logs := s.must(time.Minute, "docker", "logs", s.container("receiver"))
 		missing := []string{}

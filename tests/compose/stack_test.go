@@ -9,11 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,17 +79,28 @@ func (s *stack) appendOverride(services string) {
 	}
 }
 
-// freePorts are n distinct loopback ports nothing listens on now (all held open until all are chosen).
+// freePorts are n distinct loopback ports nothing listens on now (all held open until all are
+// chosen), below the kernel's ephemeral range: there an outgoing connection of any process on the
+// machine may take a port as its local one before Docker publishes on it.
 func freePorts(t *testing.T, n int) []string {
 	t.Helper()
+	ephemeral := 32768
+	if raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if low, err := strconv.Atoi(strings.Fields(string(raw) + " x")[0]); err == nil && low > 12000 {
+			ephemeral = low
+		}
+	}
 	var ports []string
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 1000 {
+			t.Fatalf("no %d free ports between 10000 and %d", n, ephemeral)
+		}
+		port := strconv.Itoa(10000 + rand.IntN(ephemeral-10000))
+		l, err := net.Listen("tcp", "127.0.0.1:"+port)
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
 		defer l.Close()
-		_, port, _ := net.SplitHostPort(l.Addr().String())
 		ports = append(ports, port)
 	}
 	return ports

@@ -80,10 +80,11 @@ func Test_a_rate_limit_of_10_per_second_holds_across_two_replicas_and_all_300_ev
 	require.Equal(t, events, rc.count(), "once each")
 	var started []time.Time
 	require.NoError(t, a.db.Gorm().Raw("SELECT started_at FROM webhook_attempts").Scan(&started).Error)
-	require.LessOrEqual(t, busiestSecond(started), rate+1, "no one-second window of sends started by the two replicas above the limit (+1)")
+	// A send's recorded start and its arrival both follow its slot by the machine's scheduling delay;
+	// under the race detector on a loaded machine that delay reaches 100 ms and more, enough to put one
+	// more request in a window (at 10/s the busiest window already holds the 11 the limit allows).
+	require.LessOrEqual(t, busiestSecond(started), rate+1+receiverJitter, "no one-second window of sends started by the two replicas above the limit (+1)")
 	busiest := seen.busiestSecond()
-	// Arrival adds the machine's scheduling delay to each send; under the race detector on a loaded
-	// machine that delay reaches 100 ms and more, enough to put one more request in a window.
 	require.LessOrEqual(t, busiest, rate+1+receiverJitter, "no one-second window at the receiver above the limit (+1)")
 	require.Equal(t, int64(events), hosttest.Count(t, a.db, "SELECT count(*) FROM webhook_attempts"), "waiting spent no attempt")
 	require.Zero(t, hosttest.Count(t, a.db, "SELECT count(*) FROM webhook_deliveries WHERE attempt_count <> 1"))

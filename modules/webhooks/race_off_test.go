@@ -2,6 +2,6 @@
 
 package webhooks
 
-// receiverJitter is how many requests beyond the limit a one-second window at the receiver may see
+// receiverJitter is how many requests beyond the limit a one-second window at the receiver (or of recorded starts) may see
 // for the machine's scheduling delay alone.
 const receiverJitter = 0

@@ -144,7 +144,7 @@ func (s *Service) writeTakes(ctx context.Context, reqs []takeRequest) ([]takeRes
 		reqs[i].Now, reqs[i].LeaseUntil, reqs[i].Instance = now, now.Add(s.cfg.ClaimLease), s.instance
 		reqs[i].AbandonedBefore = now.Add(-s.cfg.SendTimeout)
 	}
-	// One threshold for the batch: the send of each starts at its slot at the latest.
+	// One threshold for the batch, counted from the latest send slot any of its requests waits for.
 	start := now
 	for _, r := range reqs {
 		if r.SlotAt != nil && r.SlotAt.After(start) {

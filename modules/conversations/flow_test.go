@@ -174,6 +174,8 @@ func TestRenameEndToEnd(t *testing.T) {
 	again := r.Do(t, http.MethodPost, proposalsPath+"/"+p.ID+"/reject", map[string]any{"reason": "too late"})
 	require.Equal(t, http.StatusConflict, again.Status, "%s", again.Body)
 	assert.Equal(t, "proposal_already_decided", hosttest.Decode[hosttest.Problem](t, again).Code)
+	// The recorder is another consumer of the broker: the webhook's arrival does not mean its copy did.
+	hosttest.Eventually(t, flowTimeout, func() bool { return len(h.events.OfType("conversation.renamed")) >= 1 }, "conversation.renamed recorded")
 	assert.Len(t, h.events.OfType("conversation.renamed"), 1, "applied once")
 }
 

@@ -234,6 +234,8 @@ func TestActionResults(t *testing.T) {
 	}, "all results processed by the module")
 	assert.Equal(t, "applied", waitStatus(good.ID, "applied").Status)
 	assert.Equal(t, "pending", hosttest.Decode[proposalBody](t, r.Do(t, http.MethodGet, proposalsPath+"/"+untouched.ID, nil)).Status)
+	// proposal.applied goes through the outbox and the broker: the applied status does not mean it arrived.
+	hosttest.Eventually(t, flowTimeout, func() bool { return len(h.events.OfType(contract.EventProposalApplied)) >= 1 }, "proposal.applied forwarded")
 	applied := h.events.OfType(contract.EventProposalApplied)
 	require.Len(t, applied, 1)
 	var payload contract.ProposalApplied

@@ -47,7 +47,12 @@ func (s *Service) SendTest(ctx context.Context, id uuid.UUID) (Delivery, error) 
 		if err := s.events.Publish(ctx, req); err != nil {
 			return err
 		}
-		out = *d
+		// Read back for its version (the answer's ETag): createDeliveries returns nothing of the rows.
+		stored, err := s.store.delivery(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		out = *stored
 		return nil
 	})
 	return out, err

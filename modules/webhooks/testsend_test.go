@@ -58,3 +58,16 @@ func Test_a_test_send_reaches_that_subscription_alone_signed_and_answers_202_wit
 	require.Equal(t, http.StatusUnprocessableEntity, r.status, string(r.body))
 	require.Equal(t, before, hosttest.Count(t, a.db, "SELECT count(*) FROM webhook_events"), "nothing written")
 }
+
+func Test_a_test_send_answers_the_version_its_delivery_was_stored_with(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{}) // no bus: nothing takes the delivery, so its row stays as stored
+	id, _ := h.subscribe("http://127.0.0.1:9/", "orders.created")
+
+	r := h.call(http.MethodPost, "/subscriptions/"+id+"/test", nil)
+	require.Equal(t, http.StatusAccepted, r.status, string(r.body))
+	sent := r.json(t)
+	got := h.call(http.MethodGet, "/deliveries/"+sent["id"].(string), nil)
+	require.Equal(t, http.StatusOK, got.status, string(got.body))
+	require.Equal(t, got.json(t)["version"], sent["version"])
+	require.Equal(t, got.header.Get("ETag"), r.header.Get("ETag"), "the ETag a client sends back in If-Match")
+}

@@ -252,7 +252,8 @@ func (s *Store) SetTenantDisabled(ctx context.Context, ref string, disabled bool
 	err = s.units.WithTx(ctx, func(ctx context.Context) error {
 		conn := s.units.Conn(ctx).Statement.ConnPool
 		var was bool
-		if err := conn.QueryRowContext(ctx, `SELECT disabled_at IS NOT NULL FROM tenants WHERE id = $1 FOR UPDATE`, t.ID).Scan(&was); err != nil {
+		// NO KEY UPDATE serializes two enablings yet leaves the tenant's foreign key checks (KEY SHARE) unblocked.
+		if err := conn.QueryRowContext(ctx, `SELECT disabled_at IS NOT NULL FROM tenants WHERE id = $1 FOR NO KEY UPDATE`, t.ID).Scan(&was); err != nil {
 			return err
 		}
 		t, err = scanTenant(conn.QueryRowContext(ctx, `UPDATE tenants

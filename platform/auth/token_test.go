@@ -251,3 +251,28 @@ func TestEnablingADisabledTenantPublishesTenantEnabledOnceEvenWhenTwoReplicasEna
 		require.NoError(t, err)
 	}
 }
+
+func TestDisablingAndEnablingATenantDoNotWaitForATransactionWritingTheTenantsRows(t *testing.T) {
+	d := dbtest.Create(t)
+	store, err := NewStore(d.Open(t))
+	require.NoError(t, err)
+	writer := d.Open(t)
+	acme, err := store.CreateTenant(context.Background(), "acme")
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tx, err := writer.SQL().BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	// What the foreign key check of an insert into a tenant-owned table holds until its transaction ends.
+	_, err = tx.ExecContext(ctx, `SELECT 1 FROM tenants WHERE id = $1 FOR KEY SHARE`, acme.ID)
+	require.NoError(t, err)
+
+	for _, disabled := range []bool{true, false} {
+		bounded, stop := context.WithTimeout(ctx, 15*time.Second)
+		_, err := store.SetTenantDisabled(bounded, acme.ID.String(), disabled)
+		stop()
+		require.NoError(t, err, "disabled=%t while a transaction writing the tenant's rows is open", disabled)
+	}
+}

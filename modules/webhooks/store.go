@@ -294,7 +294,7 @@ func (s store) createDeliveries(ctx context.Context, ds []*Delivery) error {
 	for i, d := range ds {
 		if d.EventID != first.EventID || d.ClaimedBy != first.ClaimedBy || !d.CreatedAt.Equal(first.CreatedAt) ||
 			d.NextAttemptAt == nil || !d.NextAttemptAt.Equal(*first.NextAttemptAt) || d.ClaimID == nil {
-			return fmt.Errorf("store deliveries: delivery %s is not one of event %s's fan-out", d.ID, first.EventID)
+			return fmt.Errorf("delivery %s is not one of event %s's fan-out", d.ID, first.EventID)
 		}
 		ids[i], subs[i], claims[i] = d.ID.String(), d.SubscriptionID.String(), d.ClaimID.String()
 		d.TenantID = tenant

@@ -217,8 +217,8 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		host, _ := os.Hostname()
 		c.InstanceID = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
-	if c.WebhooksClaimLease <= c.WebhooksSendTimeout {
-		return Config{}, errors.New("invalid WEBHOOKS_CLAIM_LEASE: must exceed WEBHOOKS_SEND_TIMEOUT")
+	if c.WebhooksClaimLease < c.WebhooksSendTimeout+500*time.Millisecond { // webhooks.Config.Validate's bound, in this config's names
+		return Config{}, errors.New("invalid WEBHOOKS_CLAIM_LEASE: must exceed WEBHOOKS_SEND_TIMEOUT by at least 500ms (the lease covers a take's write and its send)")
 	}
 	if c.MetricsPprof && c.MetricsAddr == "" {
 		return Config{}, errors.New("invalid METRICS_PPROF: needs METRICS_ADDR (profiles are never served on HTTP_ADDR)")

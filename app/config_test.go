@@ -52,6 +52,10 @@ func TestLoadConfigNamesTheInvalidVariable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "WEBHOOKS_CLAIM_LEASE") {
 		t.Fatalf("a lease shorter than the send timeout must be refused, got %v", err)
 	}
+	_, err = LoadConfig(env(map[string]string{"WEBHOOKS_CLAIM_LEASE": "10400ms", "WEBHOOKS_SEND_TIMEOUT": "10s"}))
+	if err == nil || !strings.Contains(err.Error(), "by at least 500ms") {
+		t.Fatalf("a lease that cannot cover a take's write and its send must be refused, got %v", err)
+	}
 }
 
 func TestConfigLogMasksSecrets(t *testing.T) {

@@ -139,6 +139,9 @@ func (s *Service) send(ctx context.Context, t taken) sendResult {
 // writeTakes takes a batch of claims (store.takeClaims) with this replica's lease and instance.
 func (s *Service) writeTakes(ctx context.Context, reqs []takeRequest) ([]takeResult, error) {
 	ctx = tenancy.System(ctx, "webhooks takes") // the batch spans tenants: every request names its own
+	// Bounded before now is read, so the leases counted from now still cover the send that follows.
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.takeWriteBound())
+	defer cancel()
 	now := s.now()
 	for i := range reqs {
 		reqs[i].Now, reqs[i].LeaseUntil, reqs[i].Instance = now, now.Add(s.cfg.ClaimLease), s.instance
@@ -151,7 +154,7 @@ func (s *Service) writeTakes(ctx context.Context, reqs []takeRequest) ([]takeRes
 			start = *r.SlotAt
 		}
 	}
-	keep := start.Add(keptLease(s.cfg.ClaimLease, s.cfg.SendTimeout))
+	keep := start.Add(keptLease(s.cfg.ClaimLease, s.cfg.SendTimeout, s.cfg.takeWriteBound()))
 	for i := range reqs {
 		reqs[i].KeepLeaseFrom = keep
 	}

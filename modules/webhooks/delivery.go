@@ -113,12 +113,13 @@ func (d *Delivery) StartAttempt(now time.Time, lease, keep time.Duration, by str
 }
 
 // keptLease is how much of its lease a claim must have left for its take to leave the lease as it
-// is: the send timeout plus half the lease's slack beyond it, so the sweep still cannot claim the row
+// is: the take's write (its now is read before the statement, which may run for up to write) and the
+// send timeout, plus half the lease's slack beyond both, so the sweep still cannot claim the row
 // while the send runs. A claim taken soon after it was issued (the usual case) keeps its lease, and
 // the take then changes no indexed column: PostgreSQL updates the row in place (a HOT update) instead
 // of adding an entry to each of its indexes.
-func keptLease(lease, sendTimeout time.Duration) time.Duration {
-	return sendTimeout + (lease-sendTimeout)/2
+func keptLease(lease, sendTimeout, write time.Duration) time.Duration {
+	return sendTimeout + write + (lease-sendTimeout-write)/2
 }
 
 // NextAttemptNumber is the number the next attempt gets.

@@ -89,3 +89,33 @@ func Test_config_requires_a_lease_longer_than_the_send_timeout(t *testing.T) {
 	_, err := New(cfg)
 	require.Error(t, err)
 }
+
+func Test_config_refuses_a_lease_that_cannot_cover_the_send_and_the_takes_write(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ClaimLease = cfg.SendTimeout + 2*minTakeWrite - time.Millisecond
+	err := cfg.Validate()
+	require.ErrorContains(t, err, "ClaimLease (15.499s) must exceed SendTimeout (15s) by at least 500ms")
+	cfg.ClaimLease = cfg.SendTimeout + 2*minTakeWrite
+	require.NoError(t, cfg.Validate())
+}
+
+func Test_a_lease_kept_or_restarted_by_a_take_covers_the_takes_write_and_the_send(t *testing.T) {
+	for _, c := range []struct{ send, lease time.Duration }{
+		{15 * time.Second, 2 * time.Minute}, {2 * time.Second, time.Minute}, {2 * time.Second, 10 * time.Second},
+		{200 * time.Millisecond, 2 * time.Second}, {500 * time.Millisecond, 1500 * time.Millisecond},
+		{15 * time.Second, 15*time.Second + 2*minTakeWrite},
+	} {
+		cfg := DefaultConfig()
+		cfg.SendTimeout, cfg.ClaimLease = c.send, c.lease
+		require.NoError(t, cfg.Validate())
+		write := cfg.takeWriteBound()
+		require.GreaterOrEqual(t, write, minTakeWrite, "%+v", c)
+		require.LessOrEqual(t, write, batchWriteTimeout, "%+v", c)
+		require.LessOrEqual(t, write+c.send, c.lease, "a restarted lease covers the write and the send: %+v", c)
+		keep := keptLease(c.lease, c.send, write)
+		require.GreaterOrEqual(t, keep, write+c.send, "a kept lease covers them too: %+v", c)
+		require.LessOrEqual(t, keep, c.lease, "%+v", c)
+	}
+	require.Equal(t, 10*time.Second, DefaultConfig().takeWriteBound(), "the batch's own bound when the slack allows it")
+	require.Equal(t, 72500*time.Millisecond, keptLease(2*time.Minute, 15*time.Second, 10*time.Second), "25 s plus half of the 95 s left")
+}

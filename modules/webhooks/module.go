@@ -68,7 +68,7 @@ type Config struct {
 	AllowPrivateTargets bool            // allow loopback, private and link-local targets (dev and tests)
 	AllowedTargets      []string        // host:port pairs reached even when private (a receiver on the compose network)
 	SendTimeout         time.Duration   // HTTP timeout of one attempt
-	ClaimLease          time.Duration   // how long a claim keeps the sweep away; must exceed SendTimeout
+	ClaimLease          time.Duration   // how long a claim keeps the sweep away; must exceed SendTimeout by 500 ms or more (Validate)
 	SweepInterval       time.Duration   // how often due deliveries are swept
 	RetrySchedule       []time.Duration // delays after each failed attempt; attempts = len+1
 	SweepBatch          int             // due deliveries claimed per sweep; 0 = 500
@@ -131,14 +131,25 @@ func DefaultConfig() Config {
 	}
 }
 
+// minTakeWrite is the shortest bound a take's statement gets (takeWriteBound), pool wait included.
+const minTakeWrite = 250 * time.Millisecond
+
+// takeWriteBound is how long a take may spend writing before its send starts: half the lease's slack
+// beyond the send timeout, at most batchWriteTimeout, so a lease counted from the take's now covers both.
+func (c Config) takeWriteBound() time.Duration {
+	return min(batchWriteTimeout, (c.ClaimLease-c.SendTimeout)/2)
+}
+
 // Validate refuses a configuration under which a claim could expire while its attempt runs.
 func (c Config) Validate() error {
 	var errs []error
 	if c.SendTimeout <= 0 {
 		errs = append(errs, errors.New("webhooks: SendTimeout must be positive"))
 	}
-	if c.ClaimLease <= c.SendTimeout {
-		errs = append(errs, errors.New("webhooks: ClaimLease must exceed SendTimeout"))
+	if c.ClaimLease < c.SendTimeout+2*minTakeWrite {
+		errs = append(errs, fmt.Errorf("webhooks: ClaimLease (%v) must exceed SendTimeout (%v) by at least %v: "+
+			"a take may spend half that margin (at most %v) writing before its send starts, and the lease must cover both",
+			c.ClaimLease, c.SendTimeout, 2*minTakeWrite, batchWriteTimeout))
 	}
 	if c.SweepInterval <= 0 {
 		errs = append(errs, errors.New("webhooks: SweepInterval must be positive"))

@@ -21,7 +21,7 @@ func Test_a_claim_starts_one_attempt_and_a_new_claim_can_start_another(t *testin
 	require.True(t, d.CanStartAttempt(claim))
 	require.False(t, d.CanStartAttempt(uuid.New()), "a stale claim starts nothing")
 
-	keep := keptLease(time.Minute, 10*time.Second) // 35 s
+	keep := keptLease(time.Minute, 10*time.Second, 10*time.Second) // 40 s
 	soon := *d
 	soon.StartAttempt(now.Add(time.Second), time.Minute, keep, "test")
 	require.Equal(t, now.Add(time.Minute), *soon.NextAttemptAt, "taken at once: the claim's lease still covers the send")
@@ -291,7 +291,7 @@ func Test_a_take_soon_after_the_claim_keeps_its_lease_and_a_late_one_restarts_it
 		t.Helper()
 		lease := testConfig().ClaimLease
 		tk, ok, err := h.svc.store.takeClaim(ctx, takeRequest{DeliveryID: r.DeliveryID, Claim: r.ClaimID, AttemptID: uuid.New(),
-			Now: now, LeaseUntil: now.Add(lease), KeepLeaseFrom: now.Add(keptLease(lease, testConfig().SendTimeout)),
+			Now: now, LeaseUntil: now.Add(lease), KeepLeaseFrom: now.Add(keptLease(lease, testConfig().SendTimeout, testConfig().takeWriteBound())),
 			Instance: "test", AbandonedBefore: now.Add(-time.Minute)})
 		require.NoError(t, err)
 		require.True(t, ok)

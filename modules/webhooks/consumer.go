@@ -95,6 +95,7 @@ func (s *Service) attempt(ctx context.Context, req contract.DeliveryRequestedPay
 	if err != nil {
 		return err
 	}
+	seen := s.opened.forgetsSeen() // before the take reads the subscription
 	took, err := s.takes.do(ctx, takeRequest{DeliveryID: req.DeliveryID, Claim: req.ClaimID, Tenant: tenant, AttemptID: attemptID,
 		SlotAt: req.RateSlotAt})
 	t, ok := took.taken, took.ok
@@ -117,19 +118,20 @@ func (s *Service) attempt(ctx context.Context, req contract.DeliveryRequestedPay
 		}
 	}
 	ctx, span := s.startAttempt(ctx, t.delivery)
-	res := s.send(ctx, t)
+	res := s.send(ctx, t, seen)
 	endAttempt(span, res)
 	s.metrics.observeAttempt(res)
 	return s.recordOutcome(ctx, t, res)
 }
 
 // send makes the HTTP request of a taken delivery; a request that cannot even be built is a failed attempt.
-func (s *Service) send(ctx context.Context, t taken) sendResult {
+// seen is the opened cache's forgetsSeen from before the take.
+func (s *Service) send(ctx context.Context, t taken, seen uint64) sendResult {
 	body, err := t.event.body()
 	if err != nil {
 		return sendResult{StartedAt: s.now(), ErrorClass: errClassRequest, Error: err.Error()}
 	}
-	keys, headers, err := s.opened.of(t.sub, s.now(), s.sealer)
+	keys, headers, err := s.opened.of(t.sub, s.now(), s.sealer, seen)
 	if err != nil {
 		return sendResult{StartedAt: s.now(), ErrorClass: errClassRequest, Error: err.Error()}
 	}

@@ -24,6 +24,7 @@
 package webhooks
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -236,6 +237,9 @@ func (m *Module) Register(r *module.Registry) error {
 	r.Subscribe(messaging.Subscription{Consumer: deliveryConsumer, EventTypes: []string{contract.DeliveryRequested},
 		Concurrency: m.cfg.Concurrency, Handle: svc.handleDeliveryRequested})
 	r.Schedule(jobs.Schedule{Name: sweepSchedule, Interval: m.cfg.SweepInterval, Run: svc.Sweep})
+	r.Loop(module.Loop{Name: "webhooks opened keys", Run: func(ctx context.Context) error {
+		return svc.opened.pruneLoop(ctx, openedPruneEvery, svc.now)
+	}})
 	r.Subscribe(messaging.Subscription{Consumer: tenantConsumer, EventTypes: []string{tenancy.EventEnabled}, Handle: svc.handleTenantEnabled})
 	if err := m.registerLifecycle(r, svc); err != nil {
 		return err

@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"cmp"
+	"context"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -16,7 +17,7 @@ import (
 const (
 	openedMax        = 10_000           // entries kept at most; past it the least recently used quarter goes
 	openedIdle       = 10 * time.Minute // an entry no send used for this long goes
-	openedPruneEvery = time.Minute      // how often sends look for idle entries
+	openedPruneEvery = time.Minute      // how often the replica's loop (and sends) look for idle entries
 )
 
 // openedCache keeps each subscription's opened signing keys and header values for its row version,
@@ -24,12 +25,14 @@ const (
 // the list) gives it a new version, which misses and opens afresh. A replica forgets a subscription
 // it changed or deleted at once; an entry no send used for openedIdle goes (a subscription deleted
 // on another replica, or one no longer sent to), and past max entries the least recently used go.
+// A send that read its row before this replica forgot it (forgets) does not store what it opened.
 type openedCache struct {
-	m         sync.Map     // subscription id → *openedSubscription
-	size      atomic.Int64 // entries in m
-	max       int          // 0 = openedMax
-	nextPrune atomic.Int64 // unix nanoseconds from which the next send looks for idle entries
-	pruning   sync.Mutex   // one prune or shrink at a time; sends never wait for it
+	m         sync.Map      // subscription id → *openedSubscription
+	size      atomic.Int64  // entries in m
+	max       int           // 0 = openedMax
+	nextPrune atomic.Int64  // unix nanoseconds from which the next send looks for idle entries
+	pruning   sync.Mutex    // one prune or shrink at a time; sends never wait for it
+	forgets   atomic.Uint64 // forget calls so far: a send reads it before its row (forgetsSeen)
 }
 
 type openedSubscription struct {
@@ -41,8 +44,12 @@ type openedSubscription struct {
 	used     atomic.Int64 // unix nanoseconds of the last send using it, refreshed at most once a second
 }
 
-// of returns the keys that sign at now and the plain header values of a taken subscription.
-func (c *openedCache) of(sub *Subscription, now time.Time, seal sealer) ([][]byte, headerMap, error) {
+// forgetsSeen is read before a subscription's row: of stores nothing opened from a row read before a forget.
+func (c *openedCache) forgetsSeen() uint64 { return c.forgets.Load() }
+
+// of returns the keys that sign at now and the plain header values of a taken subscription, read
+// when forgetsSeen returned seen.
+func (c *openedCache) of(sub *Subscription, now time.Time, seal sealer, seen uint64) ([][]byte, headerMap, error) {
 	at := now.UnixNano()
 	if at >= c.nextPrune.Load() {
 		c.pruneIdle(at)
@@ -70,12 +77,17 @@ func (c *openedCache) of(sub *Subscription, now time.Time, seal sealer) ([][]byt
 		if _, replaced := c.m.Swap(sub.ID, o); !replaced && c.size.Add(1) > int64(c.limit()) {
 			c.shrink()
 		}
+		// Checked after the store: a forget since the read either removed o already or is seen here.
+		if c.forgets.Load() != seen {
+			c.drop(sub.ID, o)
+		}
 	}
 	return keys, headers, nil
 }
 
 // forget drops a subscription's opened keys and headers (it was changed or deleted here).
 func (c *openedCache) forget(id uuid.UUID) {
+	c.forgets.Add(1) // before the delete, so a send storing after it sees the count move
 	if _, ok := c.m.LoadAndDelete(id); ok {
 		c.size.Add(-1)
 	}
@@ -92,6 +104,21 @@ func (c *openedCache) limit() int {
 func (c *openedCache) drop(k, v any) {
 	if c.m.CompareAndDelete(k, v) {
 		c.size.Add(-1)
+	}
+}
+
+// pruneLoop drops idle entries every interval until ctx ends, so keys a replica stopped sending
+// with leave its memory too; every replica runs it (module.Loop).
+func (c *openedCache) pruneLoop(ctx context.Context, every time.Duration, now func() time.Time) error {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			c.pruneIdle(now().UnixNano())
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func Test_a_deleted_subscriptions_opened_keys_leave_the_replica_that_deleted_it_
 	sub, err := b.svc.Subscription(tenantContext(), keptID)
 	require.NoError(t, err)
 	later := time.Now().Add(openedIdle + openedPruneEvery + time.Second)
-	_, _, err = b.svc.opened.of(&sub, later, b.svc.sealer)
+	_, _, err = b.svc.opened.of(&sub, later, b.svc.sealer, b.svc.opened.forgetsSeen())
 	require.NoError(t, err)
 	require.False(t, b.svc.opened.has(deletedID), "an idle entry goes")
 	require.True(t, b.svc.opened.has(keptID), "the subscription being sent to is cached again")
@@ -66,10 +67,10 @@ func Test_the_opened_cache_keeps_at_most_its_limit_and_drops_the_least_recently_
 	for i := range subs {
 		subs[i] = &Subscription{ID: uuid.New(), Secret: secret, Version: 1}
 		now := start.Add(time.Duration(i) * 2 * time.Second)
-		_, _, err := c.of(subs[i], now, sealer{})
+		_, _, err := c.of(subs[i], now, sealer{}, 0)
 		require.NoError(t, err)
 		// The first one stays in use all along.
-		_, _, err = c.of(subs[0], now.Add(time.Second), sealer{})
+		_, _, err = c.of(subs[0], now.Add(time.Second), sealer{}, 0)
 		require.NoError(t, err)
 		require.LessOrEqual(t, c.count(), limit, "after %d subscriptions", i+1)
 	}
@@ -78,4 +79,48 @@ func Test_the_opened_cache_keeps_at_most_its_limit_and_drops_the_least_recently_
 	require.True(t, c.has(subs[0].ID), "the one in use stays")
 	require.True(t, c.has(subs[len(subs)-1].ID), "the newest stays")
 	require.False(t, c.has(subs[1].ID), "the least recently used went")
+}
+
+func Test_keys_opened_from_a_row_read_before_the_replica_forgot_the_subscription_are_not_kept(t *testing.T) {
+	c := &openedCache{}
+	secret, err := newSecret()
+	require.NoError(t, err)
+	sub := &Subscription{ID: uuid.New(), Secret: secret, Version: 1}
+
+	seen := c.forgetsSeen() // the send reads the row, then the subscription is deleted here
+	c.forget(sub.ID)
+	keys, _, err := c.of(sub, time.Now(), sealer{}, seen)
+	require.NoError(t, err)
+	require.Len(t, keys, 1, "the send still signs with what it read")
+	require.False(t, c.has(sub.ID), "but does not put the deleted subscription's keys back")
+	require.Zero(t, c.size.Load())
+
+	_, _, err = c.of(sub, time.Now(), sealer{}, c.forgetsSeen())
+	require.NoError(t, err)
+	require.True(t, c.has(sub.ID), "a row read after the forget is kept")
+	require.Equal(t, int64(1), c.size.Load())
+}
+
+func Test_the_replicas_loop_drops_idle_opened_keys_without_any_send_and_ends_with_its_context(t *testing.T) {
+	c := &openedCache{}
+	secret, err := newSecret()
+	require.NoError(t, err)
+	sub := &Subscription{ID: uuid.New(), Secret: secret, Version: 1}
+	start := time.Now()
+	_, _, err = c.of(sub, start, sealer{}, c.forgetsSeen())
+	require.NoError(t, err)
+
+	later := func() time.Time { return start.Add(openedIdle + openedPruneEvery + time.Second) }
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan error, 1)
+	go func() { ended <- c.pruneLoop(ctx, 10*time.Millisecond, later) }()
+	require.Eventually(t, func() bool { return !c.has(sub.ID) }, 10*time.Second, 10*time.Millisecond, "the idle entry goes with no send")
+	require.Zero(t, c.size.Load())
+	cancel()
+	select {
+	case err := <-ended:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the loop did not end with its context")
+	}
 }

@@ -225,6 +225,9 @@ func (r *Replica) Run(ctx context.Context, listener net.Listener) error {
 	if r.opts.Background {
 		g.Go(func() error { return named("messaging", r.bus.Run(gctx)) })
 		g.Go(func() error { return named("jobs", r.runner.Run(gctx)) })
+		for _, l := range r.Registry.Loops() {
+			g.Go(func() error { return named(l.Name, l.Run(gctx)) })
+		}
 	}
 	err := g.Wait()
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {

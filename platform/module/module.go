@@ -70,6 +70,14 @@ type declared struct {
 	catalog       *Catalog
 	catalogSubs   []messaging.Subscription // EventTypes filled with the catalog's types when read
 	resealers     []Resealer
+	loops         []Loop
+}
+
+// Loop is per-replica housekeeping: every replica running background work runs it until shutdown
+// ends its ctx (a Schedule runs once per interval across the cluster instead).
+type Loop struct {
+	Name string
+	Run  func(ctx context.Context) error // returns once ctx ends
 }
 
 // Resealer rewrites a module's sealed values under the current key (`keelson secrets reencrypt`):
@@ -189,6 +197,12 @@ func (r *Registry) Subscriptions() []messaging.Subscription {
 
 // JobKinds returns the registered job kinds.
 func (r *Registry) JobKinds() []jobs.Kind { return r.jobKinds }
+
+// Loop declares per-replica housekeeping, run by each replica that runs background work.
+func (r *Registry) Loop(l Loop) { r.loops = append(r.loops, l) }
+
+// Loops returns the declared per-replica loops.
+func (r *Registry) Loops() []Loop { return r.loops }
 
 // Schedules returns the registered schedules.
 func (r *Registry) Schedules() []jobs.Schedule { return r.schedules }

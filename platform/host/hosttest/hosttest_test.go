@@ -172,3 +172,43 @@ func (f *failSpy) Helper() {}
 func (f *failSpy) Fatalf(format string, args ...any) {
 	f.msg = fmt.Sprintf(format, args...)
 }
+
+// looper declares a per-replica loop that says when it started and when it ended.
+type looper struct{ started, ended chan struct{} }
+
+func (looper) Name() string      { return "looper" }
+func (looper) Migrations() fs.FS { return nil }
+func (l looper) Register(r *module.Registry) error {
+	r.Loop(module.Loop{Name: "looper", Run: func(ctx context.Context) error {
+		close(l.started)
+		<-ctx.Done()
+		close(l.ended)
+		return nil
+	}})
+	return nil
+}
+
+func TestAModulesLoopRunsOnABackgroundReplicaUntilItStops(t *testing.T) {
+	db := dbtest.New(t)
+	idle := looper{started: make(chan struct{}), ended: make(chan struct{})}
+	hosttest.Start(t, db, hosttest.Options{}, idle).Stop()
+	select {
+	case <-idle.started:
+		t.Fatal("a replica without background work ran the loop")
+	default:
+	}
+
+	l := looper{started: make(chan struct{}), ended: make(chan struct{})}
+	r := hosttest.Start(t, db, hosttest.Options{Background: true}, l)
+	select {
+	case <-l.started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the loop did not start")
+	}
+	r.Stop()
+	select {
+	case <-l.ended:
+	default:
+		t.Fatal("the replica stopped before its loop ended")
+	}
+}

@@ -132,6 +132,34 @@ func Test_a_disabled_tenants_deliveries_wait_pending_without_an_attempt_until_it
 	require.Equal(t, http.StatusNoContent, *attempts[0].StatusCode)
 }
 
+func Test_enabling_a_tenant_claims_afresh_only_the_claims_issued_before_it_was_enabled(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{})
+	rc := newReceiver(t, nil)
+	b, ctxB := h.otherTenant("b")
+	h.subscribeAs(ctxB, rc.URL, "order.*")
+	h.setTenantDisabled(b, true)
+	publish := func() uuid.UUID {
+		t.Helper()
+		res, err := h.svc.PublishEvent(ctxB, EventInput{Type: "order.created", Data: []byte(`{}`)})
+		require.NoError(t, err)
+		var d Delivery
+		require.NoError(t, h.db.Conn(ctxB).Where("event_id = ?", res.ID).Take(&d).Error)
+		return d.ID
+	}
+	waited := publish()
+	require.NoError(t, h.svc.handleDeliveryRequested(ctxB, requestEvent(t, h.deliveryRequestsOf(waited)[0])), "dropped untaken")
+
+	h.setTenantDisabled(b, false)
+	enabledAt := time.Now()
+	fresh := publish() // claimed after the enabling, its request not yet handled
+	e, err := messaging.NewEvent(ctxB, tenancy.EventSource, tenancy.EventEnabled, tenancy.EnabledPayload{TenantID: b, EnabledAt: enabledAt})
+	require.NoError(t, err)
+	require.NoError(t, h.svc.handleTenantEnabled(ctxB, e))
+
+	require.Len(t, h.deliveryRequestsOf(waited), 2, "the claim that waited through the disabling is claimed and requested afresh")
+	require.Len(t, h.deliveryRequestsOf(fresh), 1, "the fresh fan-out's claim is left to its own request")
+}
+
 func Test_enabling_a_tenant_sends_its_waiting_deliveries_at_once_on_two_replicas_long_before_lease_or_sweep(t *testing.T) {
 	// Two events to ten subscriptions: no endpoint has more than two sends at once, so even one judged
 	// slow on a loaded machine puts nothing back to wait for the sweep.

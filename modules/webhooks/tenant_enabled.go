@@ -21,20 +21,31 @@ const tenantRetries = 5
 
 // handleTenantEnabled requests at once what waited while the event's tenant was disabled, instead of
 // leaving it to the end of its lease and the next sweep: every pending delivery of the tenant's active
-// subscriptions whose claim was issued but not taken, or that is due, is claimed afresh and requested
-// under the sweep's rules (xmin-checked claim and its request in one unit of work, each claim
+// subscriptions whose claim was issued before the enabling but not taken, or that is due, is claimed
+// afresh and requested under the sweep's rules (xmin-checked claim and its request in one unit of work, each claim
 // requested once); retries keep their time. Batches go in id order, each in its own unit of work.
 func (s *Service) handleTenantEnabled(ctx context.Context, e messaging.Event) error {
 	tenant, err := tenancy.Require(ctx)
 	if err != nil {
 		return err
 	}
+	var p tenancy.EnabledPayload
+	if err := e.Decode(&p); err != nil {
+		return err
+	}
+	enabled := p.EnabledAt
+	if enabled.IsZero() {
+		enabled = e.OccurredAt
+	}
+	// An untaken claim's lease runs from its issue: one ending later was issued after the enabling
+	// (a fresh fan-out about to be taken, a request waiting for its rate slot) and is left alone.
+	issuedBy := enabled.Add(s.cfg.ClaimLease)
 	requested := 0
 	for after := uuid.Nil; ; {
 		var n int
 		var last uuid.UUID
 		for try := 1; ; try++ {
-			n, last, err = s.requestWaiting(ctx, after)
+			n, last, err = s.requestWaiting(ctx, after, issuedBy)
 			if !errors.Is(err, concurrency.ErrConflict) || try == tenantRetries {
 				break
 			}
@@ -56,13 +67,13 @@ func (s *Service) handleTenantEnabled(ctx context.Context, e messaging.Event) er
 
 // requestWaiting claims and requests one batch of the tenant's waiting deliveries after the id after,
 // and returns how many it requested and the batch's last id (uuid.Nil when there are no more).
-func (s *Service) requestWaiting(ctx context.Context, after uuid.UUID) (int, uuid.UUID, error) {
+func (s *Service) requestWaiting(ctx context.Context, after uuid.UUID, issuedBy time.Time) (int, uuid.UUID, error) {
 	now := s.now()
 	var n int
 	var last uuid.UUID
 	err := s.db.WithTx(ctx, func(ctx context.Context) error {
 		n, last = 0, uuid.Nil
-		waiting, err := s.store.waitingDeliveries(ctx, now, after, s.cfg.SweepBatch)
+		waiting, err := s.store.waitingDeliveries(ctx, now, issuedBy, after, s.cfg.SweepBatch)
 		if err != nil {
 			return fmt.Errorf("load waiting deliveries: %w", err)
 		}
@@ -78,10 +89,10 @@ func (s *Service) requestWaiting(ctx context.Context, after uuid.UUID) (int, uui
 }
 
 // waitingDeliveries are the pending deliveries of the tenant in ctx, of its active subscriptions, that
-// the sweep would claim now had its lease ended: claimed but not taken (requested while the tenant was
-// disabled), or due. A taken claim whose lease runs is left alone (its send may be in flight), as is a
-// retry not yet due. Nothing when the tenant is disabled again.
-func (s store) waitingDeliveries(ctx context.Context, now time.Time, after uuid.UUID, limit int) ([]*Delivery, error) {
+// the sweep would claim now had its lease ended: claimed but not taken, with a lease ending by
+// leaseEndBy (requested while the tenant was disabled), or due. A taken claim whose lease runs is left
+// alone (its send may be in flight), as is a retry not yet due. Nothing when the tenant is disabled again.
+func (s store) waitingDeliveries(ctx context.Context, now, leaseEndBy time.Time, after uuid.UUID, limit int) ([]*Delivery, error) {
 	tenant, err := tenancy.Require(ctx)
 	if err != nil {
 		return nil, err
@@ -90,10 +101,11 @@ func (s store) waitingDeliveries(ctx context.Context, now time.Time, after uuid.
 	err = s.conn(ctx).Raw(`SELECT d.*, d.xmin AS xmin FROM webhook_deliveries d
 		JOIN webhook_subscriptions s ON s.id = d.subscription_id
 		WHERE d.tenant_id = ? AND d.status = ? AND d.id > ?
-			AND (d.next_attempt_at <= ? OR (d.claim_id IS NOT NULL AND d.sent_claim_id IS DISTINCT FROM d.claim_id))
+			AND (d.next_attempt_at <= ? OR (d.claim_id IS NOT NULL AND d.sent_claim_id IS DISTINCT FROM d.claim_id
+				AND d.next_attempt_at <= ?))
 			AND s.tenant_id = d.tenant_id AND s.status = ? AND s.deleted_at IS NULL
 			AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = d.tenant_id AND t.disabled_at IS NOT NULL)
 		ORDER BY d.id
-		LIMIT ?`, tenant, StatusPending, after, now, StatusActive, limit).Scan(&ds).Error
+		LIMIT ?`, tenant, StatusPending, after, now, leaseEndBy, StatusActive, limit).Scan(&ds).Error
 	return ds, err
 }

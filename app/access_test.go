@@ -397,8 +397,11 @@ func TestProfilesAreServedOnTheMetricsListenerOnlyWhenAsked(t *testing.T) {
 		}
 		got := call(t, http.MethodGet, "http://"+listener.Addr().String()+"/debug/pprof/goroutine?debug=1", "", nil)
 		assert.Equal(t, want, got.Status, "METRICS_PPROF=%v, on the metrics listener", on)
-		assert.Equal(t, http.StatusNotFound, call(t, http.MethodGet, r.URL+"/debug/pprof/goroutine?debug=1", "", nil).Status,
-			"never on the API listener (METRICS_PPROF=%v)", on)
+		for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline"} {
+			// net/http/pprof registers these on http.DefaultServeMux too; no listener serves that mux.
+			assert.Equal(t, http.StatusNotFound, call(t, http.MethodGet, r.URL+path, "", nil).Status,
+				"%s never on the API listener (METRICS_PPROF=%v)", path, on)
+		}
 		assert.Equal(t, http.StatusOK, call(t, http.MethodGet, "http://"+listener.Addr().String()+"/metrics", "", nil).Status)
 		r.Stop()
 	}

@@ -207,7 +207,7 @@ func Test_copies_for_a_paused_subscription_send_nothing_and_each_delivery_is_sen
 
 func Test_a_claim_taken_by_a_consumer_that_died_is_claimed_again_after_the_lease_and_sent_once(t *testing.T) {
 	cfg := testConfig()
-	cfg.SendTimeout, cfg.ClaimLease = 500*time.Millisecond, 1500*time.Millisecond
+	cfg.SendTimeout, cfg.ClaimLease = 500*time.Millisecond, 2500*time.Millisecond // a take may write for 1 s
 	dead := newHarness(t, cfg, harnessOptions{})
 	var mu sync.Mutex
 	var receivedAt []time.Time

@@ -107,7 +107,10 @@ func TestServeOnANeverMigratedDatabaseExitsAtOnceSayingToRunMigrate(t *testing.T
 			if err == nil || !strings.Contains(err.Error(), "run `keelson migrate`") {
 				t.Fatalf("serve = %v, want an error saying to run keelson migrate", err)
 			}
-			if took > 10*time.Second { // a serve that waited for the schema would run until the 30 s context ends
+			// It gives up after one schema check (well under the issue's 2 s on a quiet machine); the
+			// bound is loose for loaded CI machines, and a serve that waited would run until the 30 s context ends.
+			t.Logf("serve gave up after %s", took)
+			if took > 10*time.Second {
 				t.Fatalf("serve took %s to give up, want under 10s", took)
 			}
 		})

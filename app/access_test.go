@@ -343,7 +343,7 @@ func TestATokenOverItsRateLimitGets429WithRetryAfterOnEveryReplica(t *testing.T)
 	light := createToken(t, a.URL, "default", auth.WebhooksRead)
 
 	// Counting must not straddle two windows: start early in one.
-	for time.Now().Truncate(time.Minute).Add(time.Minute).Sub(time.Now()) < 15*time.Second {
+	for time.Until(time.Now().Truncate(time.Minute).Add(time.Minute)) < 15*time.Second {
 		time.Sleep(250 * time.Millisecond)
 	}
 	for i := range limit {

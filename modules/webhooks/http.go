@@ -252,7 +252,7 @@ func (h handlers) publishEvent(ctx context.Context, in *publishEventIn) (*publis
 		return nil, err
 	}
 	out := &publishEventOut{Status: http.StatusAccepted,
-		Body: publishEventResponse{ID: res.ID, Type: res.Type, Deliveries: res.Deliveries, Duplicate: res.Duplicate}}
+		Body: publishEventResponse(res)}
 	if res.Duplicate {
 		out.Status = http.StatusOK // the event was already accepted: nothing new happened
 	}

@@ -164,7 +164,8 @@ func (s *Service) runRecovery(ctx context.Context, job jobs.Job) error {
 		}
 		if err != nil {
 			if job.Attempt >= job.MaxAttempts {
-				s.finishOperation(ctx, op.ID, OperationFailed, err.Error())
+				// The job's own error is what the runner records; the operation's row says failed if it can.
+				err = errors.Join(err, s.finishOperation(ctx, op.ID, OperationFailed, err.Error()))
 			}
 			return err
 		}

@@ -28,7 +28,7 @@ const (
 )
 
 // CodeTooManySecrets is the 409 of a rotation while maxPreviousSecrets rotated-out secrets still sign.
-const CodeTooManySecrets = "too_many_previous_secrets"
+const CodeTooManySecrets = "too_many_previous_secrets" //nolint:gosec // a problem code, not a credential
 
 // previousSecret is a rotated-out secret, sealed like the current one, that signs until ExpiresAt.
 type previousSecret struct {
@@ -44,7 +44,7 @@ func (p previousSecrets) Value() (driver.Value, error) {
 	if p == nil {
 		return "[]", nil
 	}
-	b, err := json.Marshal([]previousSecret(p))
+	b, err := json.Marshal([]previousSecret(p)) //nolint:gosec // the column's own form: each secret already sealed (platform/secrets)
 	return string(b), err
 }
 

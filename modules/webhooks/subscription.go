@@ -249,13 +249,6 @@ func (s *Subscription) markDeleted(now time.Time) {
 	s.UpdatedAt = now
 }
 
-// active is true when the subscription's deliveries may be sent now.
-func (s *Subscription) active() bool { return s.Status == StatusActive && s.DeletedAt == nil }
-
-// receivesEvents is true when new events create deliveries for it: a paused subscription keeps
-// collecting them to send on resume; a disabled one does not.
-func (s *Subscription) receivesEvents() bool { return s.Status != StatusDisabled && s.DeletedAt == nil }
-
 // signingKeys opens the secrets and returns the HMAC keys a request is signed with at now: the
 // current secret, then each rotated-out one until its expiry.
 func (s *Subscription) signingKeys(now time.Time, seal sealer) ([][]byte, error) {

@@ -150,7 +150,7 @@ func parseScopeArray(raw string) []Scope {
 	return out
 }
 
-const tokenColumns = `id, tenant_id, name, scopes::text, created_at, last_used_at, expires_at, revoked_at`
+const tokenColumns = `id, tenant_id, name, scopes::text, created_at, last_used_at, expires_at, revoked_at` //nolint:gosec // column names, no credential
 
 func scanToken(row interface{ Scan(...any) error }) (Token, error) {
 	var t Token

@@ -94,8 +94,8 @@ func (s *jsonScanner) value(path string, depth int) {
 	if s.problem != nil {
 		return
 	}
-	switch c := s.doc[s.pos]; {
-	case c == '{':
+	switch s.doc[s.pos] {
+	case '{':
 		if depth+1 > MaxJSONDepth {
 			s.fail(path, "nests deeper than "+strconv.Itoa(MaxJSONDepth)+" levels")
 			return
@@ -130,7 +130,7 @@ func (s *jsonScanner) value(path string, depth int) {
 			}
 			s.pos++ // ','
 		}
-	case c == '[':
+	case '[':
 		if depth+1 > MaxJSONDepth {
 			s.fail(path, "nests deeper than "+strconv.Itoa(MaxJSONDepth)+" levels")
 			return
@@ -154,13 +154,13 @@ func (s *jsonScanner) value(path string, depth int) {
 			}
 			s.pos++ // ','
 		}
-	case c == '"':
+	case '"':
 		s.str(path)
-	case c == 't':
+	case 't':
 		s.pos += len("true")
-	case c == 'f':
+	case 'f':
 		s.pos += len("false")
-	case c == 'n':
+	case 'n':
 		s.pos += len("null")
 	default:
 		s.number(path)

@@ -78,7 +78,7 @@ type Group struct {
 
 // Module returns the group of routes under prefix ("/webhooks"), tagged tag in the document.
 func (a *API) Module(prefix, tag string) *Group {
-	return &Group{api: a, gin: a.RouterGroup.Group(prefix), prefix: prefix, tag: tag}
+	return &Group{api: a, gin: a.Group(prefix), prefix: prefix, tag: tag}
 }
 
 // Scopes makes read the scope of the group's GET routes and write that of the others, unless a

@@ -138,3 +138,16 @@ func gauge(t *testing.T, r *Runner, status string) float64 {
 
 // systemCtx is where tests enqueue jobs that belong to no tenant, as schedules and sweeps do.
 func systemCtx() context.Context { return tenancy.System(context.Background(), "test") }
+
+// receive waits for one value on ch, failing the test after within instead of hanging until the
+// package's timeout.
+func receive[T any](t *testing.T, ch <-chan T, within time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(within):
+		t.Fatalf("%s: nothing within %s", what, within)
+		panic("unreachable")
+	}
+}

@@ -195,8 +195,8 @@ func TestRunner_shutdown_finishes_short_jobs_and_releases_what_outlives_the_boun
 	// A bound ten times the quick job's 300 ms, so a loaded machine still finishes it within the bound.
 	r := newTestRunner(t, db, Config{InstanceID: "w", ShutdownTimeout: 3 * time.Second}, kinds, nil)
 	stop := startRunner(t, r)
-	<-started
-	<-started
+	receive(t, started, 30*time.Second, "the first job started")
+	receive(t, started, 30*time.Second, "the second job started")
 	begin := time.Now()
 	stop()
 	if took := time.Since(begin); took > 10*time.Second {

@@ -53,7 +53,7 @@ func TestSchedule_a_run_that_lost_its_lease_is_cancelled_and_the_new_holder_keep
 			return nil
 		}}})
 	startRunner(t, r)
-	<-started
+	receive(t, started, 30*time.Second, "the run started")
 	mustExec(t, db, `UPDATE job_schedules SET claimed_by = 'thief', run_token = run_token + 1, lease_expires_at = now() + interval '1 hour' WHERE name = 'sweep'`)
 	select {
 	case cause := <-causes:
@@ -87,7 +87,7 @@ func TestSchedule_next_run_is_planned_from_the_completion_time(t *testing.T) {
 		}}})
 	mustExec(t, db, `INSERT INTO job_schedules (name, interval_ms, next_run_at) VALUES ('report', 3600000, now() - interval '5 hours')`)
 	startRunner(t, r)
-	<-ran
+	receive(t, ran, 30*time.Second, "the overdue schedule ran")
 	waitFor(t, 30*time.Second, "the run recorded", func() bool {
 		return queryInt(t, db, `SELECT count(*) FROM job_schedules WHERE name = 'report' AND claimed_by IS NULL
 			AND next_run_at BETWEEN last_finished_at + interval '59 minutes' AND last_finished_at + interval '61 minutes'`) == 1

@@ -342,15 +342,16 @@ func (s store) dueDeliveries(ctx context.Context, now time.Time, limit, perSubsc
 	return ds, err
 }
 
-// countDue counts the due pending deliveries of active subscriptions (of every tenant: the backlog
-// gauge), one subscription at a time through the (subscription_id, next_attempt_at) index the sweep
+// countDue counts the due pending deliveries of active subscriptions of enabled tenants (what the
+// sweep would claim: the backlog gauge), one subscription at a time through the (subscription_id, next_attempt_at) index the sweep
 // reads too: no index of its own for every delivery write to keep up.
 func (s store) countDue(ctx context.Context, now time.Time) (int, error) {
 	var n int64
 	err := s.conn(ctx).Raw(`SELECT coalesce(sum(due.n), 0) FROM webhook_subscriptions s
 		CROSS JOIN LATERAL (SELECT count(*) AS n FROM webhook_deliveries d
 			WHERE d.subscription_id = s.id AND d.status = ? AND d.next_attempt_at <= ?) due
-		WHERE s.status = ? AND s.deleted_at IS NULL`,
+		WHERE s.status = ? AND s.deleted_at IS NULL
+			AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = s.tenant_id AND t.disabled_at IS NOT NULL)`,
 		StatusPending, now, StatusActive).Scan(&n).Error
 	return int(n), err
 }

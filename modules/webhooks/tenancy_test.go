@@ -111,6 +111,7 @@ func Test_a_disabled_tenants_deliveries_wait_pending_without_an_attempt_until_it
 	expire()
 	require.NoError(t, h.svc.Sweep(context.Background()))
 	require.Len(t, h.deliveryRequestsOf(born.ID), 1, "the sweep claimed nothing of a disabled tenant")
+	require.Equal(t, 0.0, hosttest.Metric(t, h.registry, "keelson_webhooks_due_backlog"), "a disabled tenant's delivery waits outside the backlog")
 	d, attempts, err := h.svc.Delivery(ctxB, born.ID)
 	require.NoError(t, err)
 	require.Equal(t, StatusPending, d.Status)

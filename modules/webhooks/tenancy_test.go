@@ -28,6 +28,15 @@ func (h *harness) setTenantDisabled(id uuid.UUID, disabled bool) {
 	require.NoError(h.t, h.db.Gorm().Exec(`UPDATE tenants SET disabled_at = CASE WHEN ? THEN now() END WHERE id = ?`, disabled, id).Error)
 }
 
+// disabledTenantSubscribedTo makes tenant "b" with one subscription, then disables it.
+func (h *harness) disabledTenantSubscribedTo(url string, patterns ...string) (uuid.UUID, context.Context) {
+	h.t.Helper()
+	b, ctxB := h.otherTenant("b")
+	h.subscribeAs(ctxB, url, patterns...)
+	h.setTenantDisabled(b, true)
+	return b, ctxB
+}
+
 func (h *harness) subscribeAs(ctx context.Context, url string, patterns ...string) Subscription {
 	h.t.Helper()
 	sub, _, err := h.svc.CreateSubscription(ctx, SubscriptionInput{URL: url, EventTypes: patterns})
@@ -90,9 +99,7 @@ func Test_client_event_ids_are_unique_per_tenant(t *testing.T) {
 func Test_a_disabled_tenants_deliveries_wait_pending_without_an_attempt_until_it_is_enabled(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
-	b, ctxB := h.otherTenant("b")
-	h.subscribeAs(ctxB, rc.URL, "order.*")
-	h.setTenantDisabled(b, true)
+	b, ctxB := h.disabledTenantSubscribedTo(rc.URL, "order.*")
 
 	res, err := h.svc.PublishEvent(ctxB, EventInput{Type: "order.created", Data: []byte(`{"n":1}`)})
 	require.NoError(t, err)
@@ -136,9 +143,7 @@ func Test_a_disabled_tenants_deliveries_wait_pending_without_an_attempt_until_it
 func Test_enabling_a_tenant_claims_afresh_only_the_claims_issued_before_it_was_enabled(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
-	b, ctxB := h.otherTenant("b")
-	h.subscribeAs(ctxB, rc.URL, "order.*")
-	h.setTenantDisabled(b, true)
+	b, ctxB := h.disabledTenantSubscribedTo(rc.URL, "order.*")
 	publish := func() uuid.UUID {
 		t.Helper()
 		res, err := h.svc.PublishEvent(ctxB, EventInput{Type: "order.created", Data: []byte(`{}`)})

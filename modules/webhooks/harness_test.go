@@ -162,14 +162,7 @@ func (h *harness) startBus(subs []messaging.Subscription, logger *slog.Logger, r
 	t.Cleanup(func() { hosttest.DeleteTopology(cfg, consumers) })
 	bus, err := messaging.New(cfg, h.db, logger, reg, subs)
 	require.NoError(t, err)
-	running := hosttest.Go(t, "bus", bus.Run)
-	select {
-	case <-bus.Ready():
-	case <-running.Done():
-		t.Fatalf("bus stopped before ready: %v", running.Err())
-	case <-time.After(30 * time.Second):
-		t.Fatal("bus not ready after 30s")
-	}
+	hosttest.RunBus(t, bus)
 }
 
 // response is an API answer.

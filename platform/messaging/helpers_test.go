@@ -93,15 +93,7 @@ func startBus(t *testing.T, cfg messaging.Config, db *database.DB, subs ...messa
 	if err != nil {
 		t.Fatalf("messaging.New: %v", err)
 	}
-	rb := &runningBus{bus: bus, registry: reg, running: hosttest.Go(t, "bus Run", bus.Run)}
-	select {
-	case <-bus.Ready():
-	case <-rb.running.Done():
-		t.Fatalf("bus stopped before ready: %v", rb.running.Err())
-	case <-time.After(30 * time.Second):
-		t.Fatal("bus not ready after 30s")
-	}
-	return rb
+	return &runningBus{bus: bus, registry: reg, running: hosttest.RunBus(t, bus)}
 }
 
 // stop cancels Run and waits for its graceful return.

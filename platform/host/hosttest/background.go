@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/keelson/keelson/platform/messaging"
 )
 
 // Running is a function that Go runs in the background.
@@ -53,4 +55,19 @@ func (r *Running) Stop(t testing.TB) {
 			t.Errorf("%s did not stop within 30s", r.what)
 		}
 	})
+}
+
+// RunBus runs bus until the test ends and returns once it is ready, failing the test if it stops
+// first or is not ready within 30 s.
+func RunBus(t testing.TB, bus *messaging.Bus) *Running {
+	t.Helper()
+	running := Go(t, "bus", bus.Run)
+	select {
+	case <-bus.Ready():
+	case <-running.Done():
+		t.Fatalf("bus stopped before ready: %v", running.Err())
+	case <-time.After(30 * time.Second):
+		t.Fatal("bus not ready after 30s")
+	}
+	return running
 }

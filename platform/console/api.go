@@ -146,15 +146,13 @@ func formKey(g *gin.Context) string {
 	return ""
 }
 
-var routeParam = regexp.MustCompile(`/(?:[:*][^/]*|\{[^/]*\})`)
-
 // may reports whether the API serves method on path (parameters written as ":") and the session's
 // token has the scope it needs, so the console offers an action only where it can work.
 func (a *api) may(s *session, method, path string) bool {
 	a.routesOnce.Do(func() {
 		a.routes = map[string]bool{}
 		for _, rt := range a.engine.Routes() {
-			a.routes[rt.Method+" "+routeParam.ReplaceAllString(rt.Path, "/:")] = true
+			a.routes[rt.Method+" "+httpapi.RoutePattern(rt.Path)] = true
 		}
 	})
 	if !a.routes[method+" "+httpapi.APIPrefix+path] {

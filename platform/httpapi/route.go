@@ -123,14 +123,18 @@ func (a *API) scopeOfPath(method, path string) auth.Scope {
 // routeParams matches a path parameter in gin (":id", "*rest") or OpenAPI ("{id}") style.
 var routeParams = regexp.MustCompile(`/(?:[:*][^/]*|\{[^/]*\})`)
 
+// RoutePattern is path with each parameter, in gin or OpenAPI style, reduced to a bare ":", so the
+// same route compares equal however it was written.
+func RoutePattern(path string) string { return routeParams.ReplaceAllString(path, "/:") }
+
 // ScopeOf is the token scope a request of method on path needs ("" = any valid token): the declared
 // route's own, else the group's. path is the full path, its parameters in gin or OpenAPI style or a bare ":".
 func (a *API) ScopeOf(method, path string) auth.Scope {
-	want := routeParams.ReplaceAllString(path, "/:")
+	want := RoutePattern(path)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, r := range a.routes {
-		if r.Method == method && routeParams.ReplaceAllString(r.fullPath, "/:") == want {
+		if r.Method == method && RoutePattern(r.fullPath) == want {
 			return r.Scope
 		}
 	}

@@ -171,3 +171,9 @@ func Test_expire_previous_in_accepts_0_to_7_days(t *testing.T) {
 		require.Error(t, err, in)
 	}
 }
+
+// signingKeys is openSigningKeys without the expiries: the keys a request is signed with at now.
+func (s *Subscription) signingKeys(now time.Time, seal sealer) ([][]byte, error) {
+	keys, _, err := s.openSigningKeys(now, seal)
+	return keys, err
+}

@@ -249,14 +249,8 @@ func (s *Subscription) markDeleted(now time.Time) {
 	s.UpdatedAt = now
 }
 
-// signingKeys opens the secrets and returns the HMAC keys a request is signed with at now: the
-// current secret, then each rotated-out one until its expiry.
-func (s *Subscription) signingKeys(now time.Time, seal sealer) ([][]byte, error) {
-	keys, _, err := s.openSigningKeys(now, seal)
-	return keys, err
-}
-
-// openSigningKeys is signingKeys with, for each rotated-out key, when it stops signing.
+// openSigningKeys opens the secrets and returns the HMAC keys a request is signed with at now (the
+// current secret, then each rotated-out one until its expiry) and, for each rotated-out key, that expiry.
 func (s *Subscription) openSigningKeys(now time.Time, seal sealer) (keys [][]byte, expiries []time.Time, err error) {
 	secret, err := seal.openSecret(s.ID, s.Secret)
 	if err != nil {

@@ -50,7 +50,7 @@ type Attempt struct {
 func (Attempt) TableName() string { return "webhook_attempts" }
 
 // handleDeliveryRequested attempts one claimed delivery. It first TAKES the claim: one conditional
-// UPDATE (store.takeClaim) marks the claim's attempt as started, opens its attempt row and reads what
+// UPDATE (store.takeClaims) marks the claim's attempt as started, opens its attempt row and reads what
 // to send, so of all copies of one request, on any replica, at most one handler sends; a stale or
 // duplicated copy, or one whose subscription is not active, matches no row and sends nothing (the
 // delivery stays pending). The take restarts the lease (next_attempt_at = now + lease, and the send

@@ -90,7 +90,7 @@ func (d *Delivery) IsClaimedBy(claim uuid.UUID) bool {
 
 // CanStartAttempt is true when claim is current and no attempt was started under it: only then may a
 // handler send. A duplicated request (a second copy of the same claim) fails it and sends nothing.
-// store.takeClaim applies this rule and StartAttempt in one conditional UPDATE, so two replicas
+// store.takeClaims applies this rule and StartAttempt in one conditional UPDATE, so two replicas
 // handling copies of one request cannot both pass it.
 func (d *Delivery) CanStartAttempt(claim uuid.UUID) bool {
 	return d.IsClaimedBy(claim) && (d.SentClaimID == nil || *d.SentClaimID != claim)

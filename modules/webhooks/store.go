@@ -59,11 +59,11 @@ const takeBatch = 256
 // takeRequest is what the consumer asks of store.takeClaims: one copy of a DeliveryRequested.
 type takeRequest struct {
 	DeliveryID, Claim uuid.UUID
-	Tenant            uuid.UUID // the request's; takeClaim fills it from ctx
+	Tenant            uuid.UUID // the request's
 	AttemptID         uuid.UUID // the attempt row opened by the take
 	Now               time.Time
 	LeaseUntil        time.Time  // the take restarts the lease for the send...
-	KeepLeaseFrom     time.Time  // ...unless it already runs until this time or later (zero: LeaseUntil)
+	KeepLeaseFrom     time.Time  // ...unless it already runs until this time or later
 	SlotAt            *time.Time // the reserved send slot the handler waits for after the take, if any
 	Instance          string
 	AbandonedBefore   time.Time // in_flight attempts of the delivery started before this are closed as unknown
@@ -81,18 +81,6 @@ type taken struct {
 type takeResult struct {
 	taken
 	ok bool
-}
-
-// takeClaim takes one claim (takeClaims for a batch of one, acting for the tenant of ctx).
-func (s store) takeClaim(ctx context.Context, r takeRequest) (t taken, ok bool, err error) {
-	if r.Tenant, err = tenancy.Require(ctx); err != nil {
-		return taken{}, false, err
-	}
-	res, err := s.takeClaims(ctx, []takeRequest{r})
-	if err != nil {
-		return taken{}, false, err
-	}
-	return res[0].taken, res[0].ok, nil
 }
 
 // takeClaims starts the attempts of a batch of claims: in one statement it applies
@@ -120,9 +108,6 @@ func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult
 		ids[i], tenants[i], claims[i], attempts[i] = r.DeliveryID.String(), r.Tenant.String(), r.Claim.String(), r.AttemptID.String()
 	}
 	first := reqs[0]
-	if first.KeepLeaseFrom.IsZero() {
-		first.KeepLeaseFrom = first.LeaseUntil
-	}
 	rows, err := s.conn(ctx).Raw(`WITH r AS (
 		SELECT * FROM unnest(CAST(@ids AS text[])::uuid[], CAST(@tenants AS text[])::uuid[], CAST(@claims AS text[])::uuid[],
 			CAST(@attempts AS text[])::uuid[]) AS r(id, tenant, claim, attempt)),

@@ -497,7 +497,7 @@ func (s *Service) DeleteSubscription(ctx context.Context, id uuid.UUID, pre conc
 
 // subscriptionChange is the platform's update shape for a live subscription. The row is locked FOR
 // UPDATE as it is loaded: a take holds FOR KEY SHARE on it while it checks the status
-// (store.takeClaim), so once a change commits no take still sees the old status.
+// (store.takeClaims), so once a change commits no take still sees the old status.
 func (s *Service) subscriptionChange(id uuid.UUID, pre concurrency.Precondition, change func(context.Context, *Subscription) error) database.Change[Subscription] {
 	return database.Change[Subscription]{
 		Load:    func(ctx context.Context) (*Subscription, error) { return s.store.subscriptionForUpdate(ctx, id) },

@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"context"
 	"net/http"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 func Test_a_claim_starts_one_attempt_and_a_new_claim_can_start_another(t *testing.T) {
@@ -312,4 +314,20 @@ func Test_a_take_soon_after_the_claim_keeps_its_lease_and_a_late_one_restarts_it
 	now := time.Now().UTC().Add(40 * time.Second).Truncate(time.Microsecond) // the request waited in the queue
 	taken = take(late, now)
 	require.True(t, now.Add(testConfig().ClaimLease).Equal(*taken.NextAttemptAt), "too little lease left: a whole one from the take")
+}
+
+// takeClaim takes one claim for the tenant of ctx (store.takeClaims for a batch of one); a request
+// without KeepLeaseFrom always restarts the lease.
+func (s store) takeClaim(ctx context.Context, r takeRequest) (t taken, ok bool, err error) {
+	if r.Tenant, err = tenancy.Require(ctx); err != nil {
+		return taken{}, false, err
+	}
+	if r.KeepLeaseFrom.IsZero() {
+		r.KeepLeaseFrom = r.LeaseUntil
+	}
+	res, err := s.takeClaims(ctx, []takeRequest{r})
+	if err != nil {
+		return taken{}, false, err
+	}
+	return res[0].taken, res[0].ok, nil
 }

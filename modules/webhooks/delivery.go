@@ -112,12 +112,8 @@ func (d *Delivery) StartAttempt(now time.Time, lease, keep time.Duration, by str
 	}
 }
 
-// keptLease is how much of its lease a claim must have left for its take to leave the lease as it
-// is: the take's write (its now is read before the statement, which may run for up to write) and the
-// send timeout, plus half the lease's slack beyond both, so the sweep still cannot claim the row
-// while the send runs. A claim taken soon after it was issued (the usual case) keeps its lease, and
-// the take then changes no indexed column: PostgreSQL updates the row in place (a HOT update) instead
-// of adding an entry to each of its indexes.
+// keptLease is the lease a take must find left to keep it (the write, the send, half the slack beyond):
+// a take soon after the claim then changes no indexed column, so PostgreSQL updates the row in place (HOT).
 func keptLease(lease, sendTimeout, write time.Duration) time.Duration {
 	return sendTimeout + write + (lease-sendTimeout-write)/2
 }

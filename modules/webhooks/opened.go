@@ -20,12 +20,8 @@ const (
 	openedPruneEvery = time.Minute      // how often the replica's loop (and sends) look for idle entries
 )
 
-// openedCache keeps each subscription's opened signing keys and header values for its row version,
-// so a send decrypts nothing: any change to the row (an edit, a rotation, a secret expiring from
-// the list) gives it a new version, which misses and opens afresh. A replica forgets a subscription
-// it changed or deleted at once; an entry no send used for openedIdle goes (a subscription deleted
-// on another replica, or one no longer sent to), and past max entries the least recently used go.
-// A send that read its row before this replica forgot it (forgets) does not store what it opened.
+// openedCache keeps subscriptions' opened keys and headers per row version, so a send decrypts nothing
+// and any change to the row misses; entries go when forgotten here, idle (openedIdle) or least recently used.
 type openedCache struct {
 	m         sync.Map      // subscription id → *openedSubscription
 	size      atomic.Int64  // entries in m

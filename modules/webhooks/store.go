@@ -83,13 +83,9 @@ type takeResult struct {
 	ok bool
 }
 
-// takeClaims starts the attempts of a batch of claims: in one statement it applies
-// Delivery.CanStartAttempt and StartAttempt as a conditional UPDATE to every (delivery, claim) pair
-// (pending, claim current, not yet taken → sent_claim_id = claim, attempt counted), opens each taken
-// claim's attempt row (result in_flight), closes the attempts of those deliveries abandoned by a
-// replica that stopped (result unknown), and returns each delivery with its new row version, its
-// subscription and its event: the consumer's only read. The requests' times, lease and instance are
-// the first request's; a batch holds each delivery at most once.
+// takeClaims applies Delivery.CanStartAttempt and StartAttempt to a batch of (delivery, claim) pairs in
+// one statement, opening each taken attempt and closing abandoned ones, and returns what to send: the
+// consumer's only read. Times, lease and instance are the first request's; each delivery comes at most once.
 //
 // The subscription must be active; its row is read under FOR KEY SHARE, which a status change's
 // FOR UPDATE waits for (and which waits for it, then re-reads the new status): once a pause commits,

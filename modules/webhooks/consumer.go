@@ -145,10 +145,6 @@ func (s *Service) writeTakes(ctx context.Context, reqs []takeRequest) ([]takeRes
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.takeWriteBound())
 	defer cancel()
 	now := s.now()
-	for i := range reqs {
-		reqs[i].Now, reqs[i].LeaseUntil, reqs[i].Instance = now, now.Add(s.cfg.ClaimLease), s.instance
-		reqs[i].AbandonedBefore = now.Add(-s.cfg.SendTimeout)
-	}
 	// One threshold for the batch, counted from the latest send slot any of its requests waits for.
 	start := now
 	for _, r := range reqs {
@@ -158,7 +154,8 @@ func (s *Service) writeTakes(ctx context.Context, reqs []takeRequest) ([]takeRes
 	}
 	keep := start.Add(keptLease(s.cfg.ClaimLease, s.cfg.SendTimeout, s.cfg.takeWriteBound()))
 	for i := range reqs {
-		reqs[i].KeepLeaseFrom = keep
+		reqs[i].Now, reqs[i].LeaseUntil, reqs[i].KeepLeaseFrom = now, now.Add(s.cfg.ClaimLease), keep
+		reqs[i].Instance, reqs[i].AbandonedBefore = s.instance, now.Add(-s.cfg.SendTimeout)
 	}
 	return s.store.takeClaims(ctx, reqs)
 }

@@ -221,15 +221,12 @@ func (s *Service) recordOutcome(ctx context.Context, t taken, res sendResult) er
 }
 
 // deliveryFailed is the event telling other modules a delivery exhausted its schedule.
+// Its tenant is the handler's, which the take matched against the delivery's row.
 func (s *Service) deliveryFailed(ctx context.Context, d *Delivery) (messaging.Event, error) {
-	e, err := messaging.NewEvent(ctx, contract.Source, contract.DeliveryFailed, contract.DeliveryFailedPayload{
+	return messaging.NewEvent(ctx, contract.Source, contract.DeliveryFailed, contract.DeliveryFailedPayload{
 		DeliveryID: d.ID, SubscriptionID: d.SubscriptionID, EventID: d.EventID, EventType: d.EventType,
 		AttemptCount: d.AttemptCount, LastStatusCode: d.LastStatusCode, LastError: d.LastError,
 	})
-	if d.TenantID != uuid.Nil {
-		e.TenantID = d.TenantID
-	}
-	return e, err
 }
 
 // headerMap is a small string map stored as a jsonb object.

@@ -164,16 +164,14 @@ func (c *openedCache) shrink() {
 
 // signingAt drops the rotated-out keys that expired since they were opened.
 func (o *openedSubscription) signingAt(now time.Time) [][]byte {
-	for _, at := range o.expiries {
-		if !now.Before(at) {
-			keys := [][]byte{o.keys[0]}
-			for i, at := range o.expiries {
-				if now.Before(at) {
-					keys = append(keys, o.keys[i+1])
-				}
-			}
-			return keys
+	if !slices.ContainsFunc(o.expiries, func(at time.Time) bool { return !now.Before(at) }) {
+		return o.keys // nothing expired: the cached slice itself
+	}
+	keys := [][]byte{o.keys[0]}
+	for i, at := range o.expiries {
+		if now.Before(at) {
+			keys = append(keys, o.keys[i+1])
 		}
 	}
-	return o.keys
+	return keys
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +20,9 @@ import (
 
 // TestOnePostedWebhookEventIsOneTraceThatIncludesTheSend follows one POST /api/v1/webhooks/events
 // through the outbox, RabbitMQ and the delivery consumer to the signed POST: every span shares the
-// request's trace id (given by the caller's traceparent), and the receiver gets no traceparent.
+// request's trace id (given by the caller's traceparent), and the receiver gets no traceparent. The
+// unit of work that stored the event serves a batch of requests: it is a trace of its own, linked to
+// the request's.
 func TestOnePostedWebhookEventIsOneTraceThatIncludesTheSend(t *testing.T) {
 	exporter := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
@@ -62,8 +65,7 @@ func TestOnePostedWebhookEventIsOneTraceThatIncludesTheSend(t *testing.T) {
 	}
 
 	// The consumer span ends last (after the outcome is stored), so wait for every span.
-	want := []string{"POST /api/v1/webhooks/events", "unit_of_work", "outbox publish", "webhooks.delivery process",
-		"webhook attempt", "webhook POST"}
+	want := []string{"POST /api/v1/webhooks/events", "webhooks.delivery process", "webhook attempt", "webhook POST"}
 	spans := map[string]sdktrace.ReadOnlySpan{}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -85,6 +87,31 @@ func TestOnePostedWebhookEventIsOneTraceThatIncludesTheSend(t *testing.T) {
 			t.Fatalf("after 30s the request's trace has no %v span; it has %d spans", missing, len(spans))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if process := spans["webhooks.delivery process"]; process.Parent().SpanID() != spans["POST /api/v1/webhooks/events"].SpanContext().SpanID() {
+		t.Error("the consumer's span is not a child of the request's")
+	}
+	batches := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range exporter.GetSpans().Snapshots() {
+		if s.Name() == "webhooks ingest batch" && len(s.Links()) == 1 && s.Links()[0].SpanContext.TraceID().String() == traceID {
+			batches[s.SpanContext().TraceID().String()] = s
+		}
+	}
+	if len(batches) != 1 {
+		t.Fatalf("%d ingest batches link to the request's trace, want 1", len(batches))
+	}
+	for batchTrace := range batches {
+		var inBatch []string
+		for _, s := range exporter.GetSpans().Snapshots() {
+			if s.SpanContext().TraceID().String() == batchTrace {
+				inBatch = append(inBatch, s.Name())
+			}
+		}
+		for _, name := range []string{"unit_of_work", "outbox publish"} {
+			if !slices.Contains(inBatch, name) {
+				t.Errorf("the batch's trace has no %s span: %v", name, inBatch)
+			}
+		}
 	}
 	attempt, client := spans["webhook attempt"], spans["webhook POST"]
 	attrs := map[attribute.Key]attribute.Value{}

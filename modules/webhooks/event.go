@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/modules/webhooks/contract"
 	"github.com/keelson/keelson/platform/apperr"
+	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/tenancy"
 )
@@ -126,76 +128,186 @@ func orNull(b json.RawMessage) json.RawMessage {
 	return b
 }
 
+// ingestBatch is the most events one unit of work ingests together.
+const ingestBatch = 64
+
 // ingest stores the event and, in the same unit of work, one claimed delivery per matching active
 // subscription and one DeliveryRequested per delivery in the outbox: all of it commits, or none.
+// Called outside a unit of work, the event joins those of concurrent callers in one (group commit,
+// writeIngests); inside one, it is written there, with the caller's other writes.
 func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {
-	out := Ingested{ID: in.ID, Type: in.Type}
-	err := s.db.WithTx(ctx, func(ctx context.Context) error {
-		now := s.now()
-		at := now
-		if !in.occurredAt.IsZero() {
-			at = in.occurredAt.UTC().Truncate(time.Microsecond)
-		}
-		ev := &eventRecord{ID: in.ID, Type: in.Type, Data: in.Data, CreatedAt: at}
-		inserted, err := s.store.insertEvent(ctx, ev)
+	if !database.InTx(ctx) {
+		tenant, err := tenancy.Require(ctx)
 		if err != nil {
-			return fmt.Errorf("store event: %w", err)
+			return Ingested{}, err
 		}
-		if !inserted {
-			first, err := s.store.event(ctx, in.ID)
-			if err != nil {
-				return err
-			}
-			if in.samePayload {
-				same, err := s.store.sameEvent(ctx, ev)
-				if err != nil {
-					return err
-				}
-				if !same {
-					return apperr.StateConflict(CodeEventIDReused,
-						"event "+in.ID+" was already published with another type or data; use a new id")
-				}
-			}
-			n, err := s.store.countDeliveries(ctx, in.ID)
-			if err != nil {
-				return err
-			}
-			out = Ingested{ID: first.ID, Type: first.Type, Deliveries: n, Duplicate: true}
+		res, err := s.ingests.do(ctx, ingestRequest{ctx: ctx, tenant: tenant, in: in})
+		if err != nil {
+			return Ingested{}, err
+		}
+		if res.stored {
+			return res.out, nil
+		}
+		// A duplicate id, or a batch that failed as a whole: on its own, where duplicates are answered.
+	}
+	var out Ingested
+	err := s.db.WithTx(ctx, func(ctx context.Context) error {
+		tenant, err := tenancy.Require(ctx)
+		if err != nil {
+			return err
+		}
+		res, err := s.storeEvents(ctx, []ingestRequest{{ctx: ctx, tenant: tenant, in: in}})
+		if err != nil {
+			return err
+		}
+		if res[0].stored {
+			out = res[0].out
 			return nil
 		}
-		targets, err := s.store.fanOutTargets(ctx)
-		if err != nil {
-			return fmt.Errorf("load subscriptions: %w", err)
-		}
-		var deliveries []*Delivery
-		var requests []messaging.Event
-		for _, t := range targets {
-			if !anyPatternMatches(t.eventTypes, in.Type) {
-				continue
-			}
-			d, claim, err := newDelivery(t.id, in.ID, in.Type, now, s.cfg.ClaimLease, s.instance)
-			if err != nil {
-				return err
-			}
-			req, err := s.deliveryRequested(ctx, d, claim)
-			if err != nil {
-				return err
-			}
-			deliveries = append(deliveries, d)
-			requests = append(requests, req)
-		}
-		if err := s.store.createDeliveries(ctx, deliveries); err != nil {
-			return fmt.Errorf("store deliveries: %w", err)
-		}
-		if len(requests) > 0 {
-			if err := s.events.Publish(ctx, requests...); err != nil {
-				return fmt.Errorf("publish delivery requests: %w", err)
-			}
-		}
-		out.Deliveries = len(deliveries)
-		return nil
+		out, err = s.duplicate(ctx, in)
+		return err
 	})
 	return out, err
+}
+
+// duplicate answers an event whose id is already stored: the first event and its deliveries, or a
+// conflict when a client reuses the id for another type or data.
+func (s *Service) duplicate(ctx context.Context, in EventInput) (Ingested, error) {
+	first, err := s.store.event(ctx, in.ID)
+	if err != nil {
+		return Ingested{}, err
+	}
+	if in.samePayload {
+		same, err := s.store.sameEvent(ctx, &eventRecord{ID: in.ID, Type: in.Type, Data: in.Data})
+		if err != nil {
+			return Ingested{}, err
+		}
+		if !same {
+			return Ingested{}, apperr.StateConflict(CodeEventIDReused,
+				"event "+in.ID+" was already published with another type or data; use a new id")
+		}
+	}
+	n, err := s.store.countDeliveries(ctx, in.ID)
+	if err != nil {
+		return Ingested{}, err
+	}
+	return Ingested{ID: first.ID, Type: first.Type, Deliveries: n, Duplicate: true}, nil
+}
+
+// ingestRequest is one event to ingest, with its caller's context: its tenant, correlation id and
+// trace go to the event's deliveries; the context's deadline does not bound the batch.
+type ingestRequest struct {
+	ctx    context.Context
+	tenant uuid.UUID
+	in     EventInput
+}
+
+// ingestResult is what became of one ingestRequest: stored, or to be ingested on its own.
+type ingestResult struct {
+	out    Ingested
+	stored bool
+}
+
+// writeIngests ingests the events of concurrent callers in one unit of work: one statement each for
+// the events, their tenants' subscriptions, the deliveries and the outbox rows, and one commit,
+// whatever the number of events and deliveries. If the batch fails, each event is retried on its own,
+// so one event's fault is its own.
+func (s *Service) writeIngests(ctx context.Context, reqs []ingestRequest) ([]ingestResult, error) {
+	ctx = tenancy.System(ctx, "webhooks ingest") // the batch spans tenants: every row names its own
+	var out []ingestResult
+	err := s.db.WithTx(ctx, func(ctx context.Context) error {
+		var err error
+		out, err = s.storeEvents(ctx, reqs)
+		return err
+	})
+	if err != nil && len(reqs) > 1 {
+		s.log.Warn("a batch of events failed; each is retried on its own", "events", len(reqs), "error", err)
+		return make([]ingestResult, len(reqs)), nil
+	}
+	return out, err
+}
+
+// storeEvents writes, in the unit of work of ctx, the events of reqs that are new, with their
+// deliveries and delivery requests; an event already stored is left to the caller (stored false).
+func (s *Service) storeEvents(ctx context.Context, reqs []ingestRequest) ([]ingestResult, error) {
+	now := s.now()
+	records := make([]*eventRecord, len(reqs))
+	for i, r := range reqs {
+		at := now
+		if !r.in.occurredAt.IsZero() {
+			at = r.in.occurredAt.UTC().Truncate(time.Microsecond)
+		}
+		records[i] = &eventRecord{ID: r.in.ID, Owned: tenancy.Owned{TenantID: r.tenant}, Type: r.in.Type, Data: r.in.Data, CreatedAt: at}
+	}
+	stored, err := s.store.insertEvents(ctx, records)
+	if err != nil {
+		return nil, fmt.Errorf("store events: %w", err)
+	}
+	var tenants []uuid.UUID
+	for k := range stored {
+		if !slices.Contains(tenants, k.tenant) {
+			tenants = append(tenants, k.tenant)
+		}
+	}
+	out := make([]ingestResult, len(reqs))
+	if len(tenants) == 0 {
+		return out, nil
+	}
+	targets, err := s.store.fanOutTargets(ctx, tenants)
+	if err != nil {
+		return nil, fmt.Errorf("load subscriptions: %w", err)
+	}
+	var deliveries []*Delivery
+	var requests []messaging.Event
+	for i, r := range reqs {
+		if !stored[eventKey{r.tenant, r.in.ID}] {
+			continue
+		}
+		n := 0
+		for _, t := range targets[r.tenant] {
+			if !anyPatternMatches(t.eventTypes, r.in.Type) {
+				continue
+			}
+			d, claim, err := newDelivery(t.id, r.in.ID, r.in.Type, now, s.cfg.ClaimLease, s.instance)
+			if err != nil {
+				return nil, err
+			}
+			d.TenantID = r.tenant
+			req, err := s.deliveryRequested(r.ctx, d, claim)
+			if err != nil {
+				return nil, err
+			}
+			deliveries = append(deliveries, d)
+			requests = append(requests, req.InTraceOf(r.ctx))
+			n++
+		}
+		out[i] = ingestResult{out: Ingested{ID: r.in.ID, Type: r.in.Type, Deliveries: n}, stored: true}
+	}
+	if err := s.store.createDeliveries(ctx, deliveries); err != nil {
+		return nil, fmt.Errorf("store deliveries: %w", err)
+	}
+	if len(requests) > 0 {
+		if err := s.events.Publish(ctx, requests...); err != nil {
+			return nil, fmt.Errorf("publish delivery requests: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// oncePerEvent keeps the first request of each event in a batch and defers the others to the next,
+// where they find it stored.
+func oncePerEvent(reqs []ingestRequest) (now, later []int) {
+	seen := make(map[eventKey]bool, len(reqs))
+	for i, r := range reqs {
+		k := eventKey{r.tenant, r.in.ID}
+		if seen[k] {
+			later = append(later, i)
+			continue
+		}
+		seen[k] = true
+		now = append(now, i)
+	}
+	return now, later
 }
 
 // deliveryRequested is the outbox message asking a consumer to attempt a claimed delivery.

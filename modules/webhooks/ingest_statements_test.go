@@ -7,9 +7,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // statementLog records the statements sent under a context it marked, commit included.
@@ -43,30 +46,40 @@ func (l *statementLog) take() []string {
 	return out
 }
 
-func Test_an_event_costs_the_same_statements_whatever_the_number_of_its_subscriptions(t *testing.T) {
+func Test_a_batch_of_events_costs_the_same_statements_whatever_its_events_and_their_subscriptions(t *testing.T) {
 	log := &statementLog{}
 	h := newHarness(t, testConfig(), harnessOptions{tracer: log})
 	h.subscribe("http://127.0.0.1:9/0", "one.*", "many.*")
 	for i := 1; i < 20; i++ {
 		h.subscribe(fmt.Sprintf("http://127.0.0.1:9/%d", i), "many.*")
 	}
-	ctx := log.mark(tenantContext())
+	batch := func(eventType string, n int) []ingestRequest {
+		reqs := make([]ingestRequest, n)
+		for i := range reqs {
+			reqs[i] = ingestRequest{ctx: tenantContext(), tenant: tenancy.DefaultID,
+				in: EventInput{ID: uuid.NewString(), Type: eventType, Data: []byte(`{"n":1}`)}}
+		}
+		return reqs
+	}
 	statements := map[int][]string{}
 	for _, c := range []struct {
-		eventType  string
-		deliveries int
-	}{{"one.created", 1}, {"many.created", 20}, {"one.created", 1}, {"many.created", 20}} {
-		res, err := h.svc.PublishEvent(ctx, EventInput{Type: c.eventType, Data: []byte(`{"n":1}`)})
+		eventType          string
+		events, deliveries int
+	}{{"one.created", 1, 1}, {"many.created", 8, 20}, {"one.created", 1, 1}, {"many.created", 8, 20}} {
+		res, err := h.svc.writeIngests(log.mark(context.Background()), batch(c.eventType, c.events))
 		require.NoError(t, err)
-		require.Equal(t, c.deliveries, res.Deliveries)
-		statements[c.deliveries] = log.take() // the second round counts: caches are warm
+		for _, r := range res {
+			require.True(t, r.stored)
+			require.Equal(t, c.deliveries, r.out.Deliveries)
+		}
+		statements[c.events] = log.take() // the second round counts: caches are warm
 	}
-	one, twenty := statements[1], statements[20]
-	t.Logf("an event with 20 subscriptions:\n%s", strings.Join(twenty, "\n"))
-	assert.Equal(t, one, twenty, "the same statements, word for word (planned once), with 1 subscription and with 20")
-	assert.LessOrEqual(t, len(twenty), 6, "begin, event, subscriptions, deliveries, outbox, commit:\n%s",
-		strings.Join(twenty, "\n"))
+	one, eight := statements[1], statements[8]
+	t.Logf("a batch of 8 events with 20 subscriptions each:\n%s", strings.Join(eight, "\n"))
+	assert.Equal(t, one, eight, "the same statements, word for word (planned once), for 1 event with 1 delivery and for 8 with 20 each")
+	assert.LessOrEqual(t, len(eight), 6, "begin, events, subscriptions, deliveries, outbox, commit:\n%s",
+		strings.Join(eight, "\n"))
 	var deliveries int64
 	require.NoError(t, h.db.Gorm().Raw(`SELECT count(*) FROM webhook_deliveries`).Scan(&deliveries).Error)
-	assert.EqualValues(t, 42, deliveries)
+	assert.EqualValues(t, 2*1+2*8*20, deliveries)
 }

@@ -269,10 +269,11 @@ type Service struct {
 	instance string
 	gate     *sendGate
 	rates    *rateCache
-	sealer   sealer                            // secrets and header values at rest; set by Register (none: stored as they are)
-	takes    *batcher[takeRequest, takeResult] // the take of each handled request, batched
-	outcomes *batcher[outcome, committed]      // the outcome of each send, batched
-	opened   *openedCache                      // subscriptions' opened keys and headers, per row version
+	sealer   sealer                                // secrets and header values at rest; set by Register (none: stored as they are)
+	takes    *batcher[takeRequest, takeResult]     // the take of each handled request, batched
+	outcomes *batcher[outcome, committed]          // the outcome of each send, batched
+	ingests  *batcher[ingestRequest, ingestResult] // events ingested outside a unit of work, batched
+	opened   *openedCache                          // subscriptions' opened keys and headers, per row version
 }
 
 // NewService wires the service; cfg must have passed Validate.
@@ -310,6 +311,8 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 	svc.takes = newBatcher(takeBatch, svc.writeTakes)
 	svc.takes.split = oncePerDelivery
 	svc.outcomes = newBatcher(outcomeBatch, svc.writeOutcomes)
+	svc.ingests = newBatcher(ingestBatch, svc.writeIngests)
+	svc.ingests.split = oncePerEvent
 	return svc, nil
 }
 

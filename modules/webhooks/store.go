@@ -210,26 +210,28 @@ type fanOutTarget struct {
 	eventTypes patternSet
 }
 
-// fanOutTargets are the subscriptions of the tenant of ctx that events fan out to: active and paused
-// ones (Subscription.receivesEvents). Every event reads them, so only the two columns it needs.
-func (s store) fanOutTargets(ctx context.Context) ([]fanOutTarget, error) {
-	tenant, err := tenancy.Require(ctx)
-	if err != nil {
-		return nil, err
+// fanOutTargets are the subscriptions of tenants that events fan out to, by tenant: active and paused
+// ones (Subscription.receivesEvents). Every event reads them, so only the columns it needs.
+func (s store) fanOutTargets(ctx context.Context, tenants []uuid.UUID) (map[uuid.UUID][]fanOutTarget, error) {
+	ids := make([]string, len(tenants))
+	for i, t := range tenants {
+		ids[i] = t.String()
 	}
-	rows, err := s.conn(ctx).Raw(`SELECT id, event_types FROM webhook_subscriptions
-		WHERE tenant_id = ? AND status <> ? AND deleted_at IS NULL ORDER BY id`, tenant, StatusDisabled).Rows()
+	rows, err := s.conn(ctx).Raw(`SELECT tenant_id, id, event_types FROM webhook_subscriptions
+		WHERE tenant_id = ANY(CAST(@tenants AS text[])::uuid[]) AND status <> @disabled AND deleted_at IS NULL
+		ORDER BY tenant_id, id`, sql.Named("tenants", pgArray[string](ids)), sql.Named("disabled", StatusDisabled)).Rows()
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []fanOutTarget
+	out := make(map[uuid.UUID][]fanOutTarget, len(tenants))
 	for rows.Next() {
+		var tenant uuid.UUID
 		var t fanOutTarget
-		if err := rows.Scan(&t.id, &t.eventTypes); err != nil {
+		if err := rows.Scan(&tenant, &t.id, &t.eventTypes); err != nil {
 			return nil, err
 		}
-		out = append(out, t)
+		out[tenant] = append(out[tenant], t)
 	}
 	return out, rows.Err()
 }
@@ -243,6 +245,43 @@ func (s store) saveSubscription(ctx context.Context, sub *Subscription) error {
 func (s store) insertEvent(ctx context.Context, ev *eventRecord) (inserted bool, err error) {
 	res := s.conn(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(ev)
 	return res.RowsAffected == 1, res.Error
+}
+
+// eventKey names a stored event: its id is unique within its tenant.
+type eventKey struct {
+	tenant uuid.UUID
+	id     string
+}
+
+// insertEvents stores, in one statement whatever their number, the events whose key is new, and
+// says which they were; a duplicate stays as first stored. The rows go in key order, so two units
+// of work inserting the same events wait for one another rather than deadlock.
+func (s store) insertEvents(ctx context.Context, evs []*eventRecord) (map[eventKey]bool, error) {
+	n := len(evs)
+	ids, tenants, types, data, ats := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]time.Time, n)
+	for i, e := range evs {
+		ids[i], tenants[i], types[i], data[i], ats[i] = e.ID, e.TenantID.String(), e.Type, string(e.Data), e.CreatedAt
+	}
+	rows, err := s.conn(ctx).Raw(`INSERT INTO webhook_events (id, tenant_id, type, data, created_at)
+		SELECT id, tenant, type, data, at FROM unnest(CAST(@ids AS text[]), CAST(@tenants AS text[])::uuid[],
+			CAST(@types AS text[]), CAST(@data AS text[])::jsonb[], CAST(@ats AS timestamptz[])) AS e(id, tenant, type, data, at)
+		ORDER BY tenant, id
+		ON CONFLICT DO NOTHING RETURNING tenant_id, id`,
+		sql.Named("ids", pgArray[string](ids)), sql.Named("tenants", pgArray[string](tenants)), sql.Named("types", pgArray[string](types)),
+		sql.Named("data", pgArray[string](data)), sql.Named("ats", pgArray[time.Time](ats))).Rows()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	stored := make(map[eventKey]bool, n)
+	for rows.Next() {
+		var k eventKey
+		if err := rows.Scan(&k.tenant, &k.id); err != nil {
+			return nil, err
+		}
+		stored[k] = true
+	}
+	return stored, rows.Err()
 }
 
 func (s store) event(ctx context.Context, id string) (*eventRecord, error) {
@@ -259,35 +298,41 @@ func (s store) countDeliveries(ctx context.Context, eventID string) (int, error)
 	return int(n), err
 }
 
-// createDeliveries inserts the deliveries of one event (newDelivery: pending, claimed, same times)
-// with one statement whose text is the same for any number of them: the columns they share are
-// single parameters, the others three arrays; no RETURNING, and no reflection over the rows.
+// createDeliveries inserts the deliveries of a fan-out (newDelivery: pending, claimed, same times),
+// of one event or of several, with one statement whose text is the same for any number of them: the
+// columns they share are single parameters, the others arrays; no RETURNING, and no reflection over
+// the rows. A delivery without a tenant belongs to the tenant of ctx.
 func (s store) createDeliveries(ctx context.Context, ds []*Delivery) error {
 	if len(ds) == 0 {
 		return nil
 	}
-	tenant, err := tenancy.Require(ctx)
-	if err != nil {
-		return err
-	}
 	first := ds[0]
-	ids, subs, claims := make([]string, len(ds)), make([]string, len(ds)), make([]string, len(ds))
+	n := len(ds)
+	ids, tenants, subs, events, types, claims := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	for i, d := range ds {
-		if d.EventID != first.EventID || d.ClaimedBy != first.ClaimedBy || !d.CreatedAt.Equal(first.CreatedAt) ||
+		if d.ClaimedBy != first.ClaimedBy || !d.CreatedAt.Equal(first.CreatedAt) ||
 			d.NextAttemptAt == nil || !d.NextAttemptAt.Equal(*first.NextAttemptAt) || d.ClaimID == nil {
-			return fmt.Errorf("delivery %s is not one of event %s's fan-out", d.ID, first.EventID)
+			return fmt.Errorf("delivery %s is not of the fan-out of delivery %s", d.ID, first.ID)
 		}
-		ids[i], subs[i], claims[i] = d.ID.String(), d.SubscriptionID.String(), d.ClaimID.String()
-		d.TenantID = tenant
+		if d.TenantID == uuid.Nil {
+			tenant, err := tenancy.Require(ctx)
+			if err != nil {
+				return err
+			}
+			d.TenantID = tenant
+		}
+		ids[i], tenants[i], subs[i], claims[i] = d.ID.String(), d.TenantID.String(), d.SubscriptionID.String(), d.ClaimID.String()
+		events[i], types[i] = d.EventID, d.EventType
 	}
 	return s.conn(ctx).Exec(`INSERT INTO webhook_deliveries (id, tenant_id, subscription_id, event_id, event_type, status,
 			next_trigger, next_attempt_at, claim_id, claimed_by, created_at, updated_at)
-		SELECT id, @tenant, sub, @event, @type, @status, @trigger, @next, claim, @by, @at, @at
-		FROM unnest(CAST(@ids AS text[])::uuid[], CAST(@subs AS text[])::uuid[], CAST(@claims AS text[])::uuid[]) AS r(id, sub, claim)`,
-		sql.Named("tenant", tenant), sql.Named("event", first.EventID), sql.Named("type", first.EventType),
+		SELECT id, tenant, sub, event, type, @status, @trigger, @next, claim, @by, @at, @at
+		FROM unnest(CAST(@ids AS text[])::uuid[], CAST(@tenants AS text[])::uuid[], CAST(@subs AS text[])::uuid[],
+			CAST(@events AS text[]), CAST(@types AS text[]), CAST(@claims AS text[])::uuid[]) AS r(id, tenant, sub, event, type, claim)`,
 		sql.Named("status", StatusPending), sql.Named("trigger", TriggerScheduled), sql.Named("next", *first.NextAttemptAt),
 		sql.Named("by", first.ClaimedBy), sql.Named("at", first.CreatedAt),
-		sql.Named("ids", pgArray[string](ids)), sql.Named("subs", pgArray[string](subs)), sql.Named("claims", pgArray[string](claims))).Error
+		sql.Named("ids", pgArray[string](ids)), sql.Named("tenants", pgArray[string](tenants)), sql.Named("subs", pgArray[string](subs)),
+		sql.Named("events", pgArray[string](events)), sql.Named("types", pgArray[string](types)), sql.Named("claims", pgArray[string](claims))).Error
 }
 
 func (s store) delivery(ctx context.Context, id uuid.UUID) (*Delivery, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelson/keelson/platform/telemetry"
 	"github.com/keelson/keelson/platform/tenancy"
@@ -50,7 +51,11 @@ func EventMessage(ctx context.Context, e Event) (*message.Message, error) {
 	}
 	// The trace context travels with the outbox row and then as AMQP headers (traceparent), so the
 	// consumers' spans join the trace of the request that published the event.
-	telemetry.Inject(ctx, msg.Metadata)
+	traced := ctx
+	if e.span.IsValid() {
+		traced = trace.ContextWithSpanContext(ctx, e.span)
+	}
+	telemetry.Inject(traced, msg.Metadata)
 	msg.SetContext(ctx)
 	return msg, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelson/keelson/platform/correlation"
 	"github.com/keelson/keelson/platform/tenancy"
@@ -23,6 +24,15 @@ type Event struct {
 	// TenantID is the tenant the event belongs to; its consumers run acting for it.
 	TenantID uuid.UUID       `json:"tenant_id"`
 	Payload  json.RawMessage `json:"payload"`
+
+	span trace.SpanContext // see InTraceOf; zero: the trace of the context it is published in
+}
+
+// InTraceOf returns e continuing the trace of ctx's span, whatever context it is then published in:
+// for a unit of work that writes the events of many callers at once, each in its caller's trace.
+func (e Event) InTraceOf(ctx context.Context) Event {
+	e.span = trace.SpanContextFromContext(ctx)
+	return e
 }
 
 // NewEvent builds an event with a fresh UUID v7 and the correlation id and tenant carried by ctx.

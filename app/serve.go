@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -18,12 +19,28 @@ import (
 	"github.com/keelson/keelson/platform/telemetry"
 )
 
+// serveGCPercent is the GC target of `serve` when GOGC is not set. A replica's heap is small and its
+// garbage short-lived (requests, messages, batches): collecting at 4× the live heap instead of 2×
+// cost about 30 MB more resident memory for a tenth less CPU per delivery (docs/performance.md).
+const serveGCPercent = 400
+
+// setServeGC applies serveGCPercent unless the operator set GOGC, and returns the percent in force.
+func setServeGC(getenv func(string) string) int {
+	if v := getenv("GOGC"); v != "" {
+		old := debug.SetGCPercent(100)
+		debug.SetGCPercent(old)
+		return old
+	}
+	debug.SetGCPercent(serveGCPercent)
+	return serveGCPercent
+}
+
 func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	mods, err := modules(cfg)
 	if err != nil {
 		return err
 	}
-	logger.Info("starting", "config", cfg)
+	logger.Info("starting", "config", cfg, "gc_percent", setServeGC(os.Getenv))
 	if !cfg.Secrets.Enabled() {
 		logger.Warn("KEELSON_ENCRYPTION_KEYS is not set: secrets are stored unencrypted; set a key before production use (docs/operations.md)")
 	}

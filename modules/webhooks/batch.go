@@ -151,6 +151,24 @@ func (b *batcher[Req, Res]) startSpan(ctx context.Context, calls []batchCall[Req
 		trace.WithAttributes(attribute.Int("keelson.webhook.batch_size", len(calls))))
 }
 
+// oncePer returns a split that keeps the first request of each key in a batch and defers the others
+// to the next, which then sees what the first one wrote.
+func oncePer[Req any, K comparable](key func(Req) K) func([]Req) (now, later []int) {
+	return func(reqs []Req) (now, later []int) {
+		seen := make(map[K]bool, len(reqs))
+		for i, r := range reqs {
+			k := key(r)
+			if seen[k] {
+				later = append(later, i)
+				continue
+			}
+			seen[k] = true
+			now = append(now, i)
+		}
+		return now, later
+	}
+}
+
 // pgArray passes a Go slice as one PostgreSQL array parameter (CAST(@x AS text[]) and the like):
 // gorm would expand a bare slice into a list of parameters, one per element, and a statement whose
 // text changes with the batch size is planned anew every time.

@@ -136,11 +136,11 @@ const ingestBatch = 64
 // Called outside a unit of work, the event joins those of concurrent callers in one (group commit,
 // writeIngests); inside one, it is written there, with the caller's other writes.
 func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {
+	tenant, err := tenancy.Require(ctx)
+	if err != nil {
+		return Ingested{}, err
+	}
 	if !database.InTx(ctx) {
-		tenant, err := tenancy.Require(ctx)
-		if err != nil {
-			return Ingested{}, err
-		}
 		res, err := s.ingests.do(ctx, ingestRequest{ctx: ctx, tenant: tenant, in: in})
 		if err != nil {
 			return Ingested{}, err
@@ -151,11 +151,7 @@ func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {
 		// A duplicate id, or a batch that failed as a whole: on its own, where duplicates are answered.
 	}
 	var out Ingested
-	err := s.db.WithTx(ctx, func(ctx context.Context) error {
-		tenant, err := tenancy.Require(ctx)
-		if err != nil {
-			return err
-		}
+	err = s.db.WithTx(ctx, func(ctx context.Context) error {
 		res, err := s.storeEvents(ctx, []ingestRequest{{ctx: ctx, tenant: tenant, in: in}})
 		if err != nil {
 			return err
@@ -292,22 +288,6 @@ func (s *Service) storeEvents(ctx context.Context, reqs []ingestRequest) ([]inge
 		}
 	}
 	return out, nil
-}
-
-// oncePerEvent keeps the first request of each event in a batch and defers the others to the next,
-// where they find it stored.
-func oncePerEvent(reqs []ingestRequest) (now, later []int) {
-	seen := make(map[eventKey]bool, len(reqs))
-	for i, r := range reqs {
-		k := eventKey{r.tenant, r.in.ID}
-		if seen[k] {
-			later = append(later, i)
-			continue
-		}
-		seen[k] = true
-		now = append(now, i)
-	}
-	return now, later
 }
 
 // deliveryRequested is the outbox message asking a consumer to attempt a claimed delivery.

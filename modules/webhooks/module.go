@@ -32,6 +32,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
@@ -309,10 +310,10 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 		gate: newSendGate(cfg.Concurrency, cfg.EndpointConcurrency, time.Now), rates: &rateCache{}, opened: &openedCache{},
 	}
 	svc.takes = newBatcher(takeBatch, svc.writeTakes)
-	svc.takes.split = oncePerDelivery
+	svc.takes.split = oncePer(func(r takeRequest) uuid.UUID { return r.DeliveryID }) // a delivery once per batch
 	svc.outcomes = newBatcher(outcomeBatch, svc.writeOutcomes)
 	svc.ingests = newBatcher(ingestBatch, svc.writeIngests)
-	svc.ingests.split = oncePerEvent
+	svc.ingests.split = oncePer(func(r ingestRequest) eventKey { return eventKey{r.tenant, r.in.ID} }) // an event once per batch
 	return svc, nil
 }
 

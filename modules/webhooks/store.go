@@ -180,20 +180,6 @@ func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult
 	return out, nil
 }
 
-// oncePerDelivery keeps the first request of each delivery in a batch and defers the others to the next.
-func oncePerDelivery(reqs []takeRequest) (now, later []int) {
-	seen := make(map[uuid.UUID]bool, len(reqs))
-	for i, r := range reqs {
-		if seen[r.DeliveryID] {
-			later = append(later, i)
-			continue
-		}
-		seen[r.DeliveryID] = true
-		now = append(now, i)
-	}
-	return now, later
-}
-
 func (s store) subscriptions(ctx context.Context, after uuid.UUID, limit int) ([]Subscription, error) {
 	var subs []Subscription
 	q := s.conn(ctx).Where("deleted_at IS NULL")
@@ -239,12 +225,6 @@ func (s store) fanOutTargets(ctx context.Context, tenants []uuid.UUID) (map[uuid
 // saveSubscription writes a loaded subscription with the xmin check.
 func (s store) saveSubscription(ctx context.Context, sub *Subscription) error {
 	return s.conn(ctx).Save(sub).Error
-}
-
-// insertEvent stores an event unless one with its id exists; inserted is false for a duplicate.
-func (s store) insertEvent(ctx context.Context, ev *eventRecord) (inserted bool, err error) {
-	res := s.conn(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(ev)
-	return res.RowsAffected == 1, res.Error
 }
 
 // eventKey names a stored event: its id is unique within its tenant.

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/modules/webhooks/contract"
+	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // SendTest sends a webhook.test event to one live subscription alone, whatever its patterns: one
@@ -29,8 +30,8 @@ func (s *Service) SendTest(ctx context.Context, id uuid.UUID) (Delivery, error) 
 			return err
 		}
 		now := s.now()
-		ev := &eventRecord{ID: eventID.String(), Type: contract.TestEvent, Data: data, CreatedAt: now}
-		if _, err := s.store.insertEvent(ctx, ev); err != nil {
+		ev := &eventRecord{ID: eventID.String(), Owned: tenancy.Owned{TenantID: sub.TenantID}, Type: contract.TestEvent, Data: data, CreatedAt: now}
+		if _, err := s.store.insertEvents(ctx, []*eventRecord{ev}); err != nil {
 			return fmt.Errorf("store test event: %w", err)
 		}
 		d, claim, err := newDelivery(sub.ID, ev.ID, ev.Type, now, s.cfg.ClaimLease, s.instance)

@@ -37,7 +37,7 @@ func takeFresh(t *testing.T, h *harness, n int) []taken {
 
 func succeededOutcome(h *harness, t taken) outcome {
 	now := h.svc.now()
-	t.attempt.Result, t.attempt.StartedAt = ResultSucceeded, now
+	t.attempt.Result = ResultSucceeded
 	code := 200
 	t.attempt.StatusCode = &code
 	t.delivery.MarkSucceeded(now, code)
@@ -77,6 +77,58 @@ func Test_a_batched_outcome_racing_a_redelivery_leaves_the_redelivery_in_place_a
 	}
 }
 
+func Test_the_outcome_closes_each_attempt_as_a_HOT_update_and_keeps_the_start_the_take_recorded(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{})
+	rc := newReceiver(t, nil)
+	h.subscribe(rc.URL, "*")
+	ctx := tenantContext()
+	sent := takeFresh(t, h, 20)
+	batch := make([]outcome, len(sent))
+	for i, tk := range sent {
+		batch[i] = succeededOutcome(h, tk)
+	}
+
+	var updated, hot int
+	require.NoError(t, h.db.WithTx(ctx, func(ctx context.Context) error {
+		if _, err := h.svc.store.recordOutcomes(ctx, batch, h.svc.now()); err != nil {
+			return err
+		}
+		// This transaction's own counts: no other session's writes mix in.
+		return h.db.Conn(ctx).Raw(`SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables
+			WHERE relname = 'webhook_attempts'`).Row().Scan(&updated, &hot)
+	}))
+	require.Equal(t, len(sent), updated)
+	require.Equal(t, updated, hot, "an outcome changes no indexed column of its attempt, and the page has room for it")
+
+	for _, tk := range sent {
+		var a Attempt
+		require.NoError(t, h.db.Conn(ctx).Where("id = ?", tk.attempt.ID).Take(&a).Error)
+		require.Equal(t, ResultSucceeded, a.Result)
+		require.True(t, a.StartedAt.Equal(tk.attempt.StartedAt), "started_at %s, the take recorded %s", a.StartedAt, tk.attempt.StartedAt)
+	}
+}
+
+func Test_an_attempt_taken_ahead_of_its_rate_slot_starts_at_the_slot(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{})
+	rc := newReceiver(t, nil)
+	h.subscribe(rc.URL, "*")
+	ctx := tenantContext()
+	res, err := h.svc.PublishEvent(ctx, EventInput{Type: "batch.slot", Data: []byte(`{"n":1}`)})
+	require.NoError(t, err)
+	var born Delivery
+	require.NoError(t, h.db.Conn(ctx).Where("event_id = ?", res.ID).Take(&born).Error)
+	now := h.svc.now()
+	slot := now.Add(1500 * time.Millisecond)
+	tk, ok, err := h.svc.store.takeClaim(ctx, takeRequest{DeliveryID: born.ID, Claim: *born.ClaimID, AttemptID: uuid.Must(uuid.NewV7()),
+		Now: now, LeaseUntil: now.Add(time.Minute), SlotAt: &slot, Instance: "test", AbandonedBefore: now.Add(-time.Minute)})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.True(t, tk.attempt.StartedAt.Equal(slot), "started %s, slot %s", tk.attempt.StartedAt, slot)
+	var a Attempt
+	require.NoError(t, h.db.Conn(ctx).Where("id = ?", tk.attempt.ID).Take(&a).Error)
+	require.True(t, a.StartedAt.Equal(slot), "stored %s, slot %s", a.StartedAt, slot)
+}
+
 func Test_outcomes_of_one_subscription_in_one_batch_update_its_health_as_if_written_in_turn(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
@@ -85,7 +137,7 @@ func Test_outcomes_of_one_subscription_in_one_batch_update_its_health_as_if_writ
 	sent := takeFresh(t, h, 4)
 	failed := func(tk taken) outcome {
 		now := h.svc.now()
-		tk.attempt.Result, tk.attempt.StartedAt, tk.attempt.ErrorClass = ResultFailed, now, errClassHTTPStatus
+		tk.attempt.Result, tk.attempt.ErrorClass = ResultFailed, errClassHTTPStatus
 		tk.delivery.MarkFailed(now, 500, "http_status: 500", h.svc.cfg.RetrySchedule, h.svc.jitter)
 		return outcome{delivery: tk.delivery, attempt: tk.attempt}
 	}

@@ -129,11 +129,11 @@ func (s *Service) attempt(ctx context.Context, req contract.DeliveryRequestedPay
 func (s *Service) send(ctx context.Context, t taken, seen uint64) sendResult {
 	body, err := t.event.body()
 	if err != nil {
-		return sendResult{StartedAt: s.now(), ErrorClass: errClassRequest, Error: err.Error()}
+		return sendResult{ErrorClass: errClassRequest, Error: err.Error()}
 	}
 	keys, headers, err := s.opened.of(t.sub, s.now(), s.sealer, seen)
 	if err != nil {
-		return sendResult{StartedAt: s.now(), ErrorClass: errClassRequest, Error: err.Error()}
+		return sendResult{ErrorClass: errClassRequest, Error: err.Error()}
 	}
 	return s.sender.send(ctx, outgoing{URL: t.sub.URL, MessageID: t.event.ID, Body: body, Keys: keys, Headers: headers})
 }
@@ -166,7 +166,6 @@ func (s *Service) writeTakes(ctx context.Context, reqs []takeRequest) ([]takeRes
 // 410 disables it at once, a long run of failures disables it (Config.DisableAfter).
 func (s *Service) recordOutcome(ctx context.Context, t taken, res sendResult) error {
 	d, attempt := t.delivery, t.attempt
-	attempt.StartedAt = res.StartedAt.UTC().Truncate(time.Microsecond)
 	attempt.DurationMS = int(res.Duration.Milliseconds())
 	attempt.ErrorClass, attempt.Error, attempt.ResponseExcerpt, attempt.ResponseHeaders = res.ErrorClass, res.Error, res.Excerpt, res.Headers
 	if res.StatusCode != 0 {

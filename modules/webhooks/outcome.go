@@ -117,7 +117,6 @@ func (s store) recordOutcomes(ctx context.Context, batch []outcome, now time.Tim
 		nexts                                                   = make([]*time.Time, n)
 		lastCodes                                               = make([]*int64, n)
 		attemptIDs, results, classes, errs, excerpts, headers   = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		starteds                                                = make([]time.Time, n)
 		durations                                               = make([]int64, n)
 		codes                                                   = make([]*int64, n)
 	)
@@ -138,7 +137,7 @@ func (s store) recordOutcomes(ctx context.Context, batch []outcome, now time.Tim
 		if err != nil {
 			return nil, err
 		}
-		attemptIDs[i], results[i], starteds[i], durations[i] = a.ID.String(), string(a.Result), a.StartedAt, int64(a.DurationMS)
+		attemptIDs[i], results[i], durations[i] = a.ID.String(), string(a.Result), int64(a.DurationMS)
 		classes[i], errs[i], excerpts[i], headers[i] = a.ErrorClass, a.Error, a.ResponseExcerpt, h.(string)
 		if a.StatusCode != nil {
 			c := int64(*a.StatusCode)
@@ -155,11 +154,11 @@ func (s store) recordOutcomes(ctx context.Context, batch []outcome, now time.Tim
 		SELECT * FROM unnest(CAST(@ids AS text[])::uuid[], CAST(@tenants AS text[])::uuid[], CAST(@versions AS int8[]),
 			CAST(@statuses AS text[]), CAST(@attempts AS int8[]), CAST(@rounds AS int8[]), CAST(@triggers AS text[]),
 			CAST(@nexts AS timestamptz[]), CAST(@claims AS text[])::uuid[], CAST(@claimed_by AS text[]), CAST(@last_codes AS int8[]),
-			CAST(@last_errors AS text[]), CAST(@attempt_ids AS text[])::uuid[], CAST(@results AS text[]), CAST(@starteds AS timestamptz[]),
+			CAST(@last_errors AS text[]), CAST(@attempt_ids AS text[])::uuid[], CAST(@results AS text[]),
 			CAST(@durations AS int8[]), CAST(@codes AS int8[]), CAST(@classes AS text[]), CAST(@errors AS text[]),
 			CAST(@excerpts AS text[]), CAST(@headers AS text[])::jsonb[])
 		AS o(id, tenant, version, status, attempts, round, trigger, next, claim, claimed_by, last_code, last_error,
-			attempt, result, started, duration, code, class, error, excerpt, headers)),
+			attempt, result, duration, code, class, error, excerpt, headers)),
 	current AS (
 		SELECT d.id FROM webhook_deliveries d JOIN o ON o.id = d.id AND o.tenant = d.tenant_id
 		WHERE d.xmin = CAST(CAST(o.version AS text) AS xid)
@@ -191,7 +190,7 @@ func (s store) recordOutcomes(ctx context.Context, batch []outcome, now time.Tim
 		RETURNING subscription_id, failing_since, consecutive_failures),
 	closed AS (
 		UPDATE webhook_attempts a SET result = CASE WHEN EXISTS (SELECT 1 FROM updated u WHERE u.id = o.id) THEN o.result ELSE 'superseded' END,
-			started_at = o.started, duration_ms = o.duration, status_code = o.code, error_class = o.class, error = o.error,
+			duration_ms = o.duration, status_code = o.code, error_class = o.class, error = o.error,
 			response_excerpt = o.excerpt, response_headers = o.headers
 		FROM o WHERE a.id = o.attempt AND a.tenant_id = o.tenant
 		RETURNING a.id, a.subscription_id, a.result)
@@ -202,7 +201,7 @@ func (s store) recordOutcomes(ctx context.Context, batch []outcome, now time.Tim
 		sql.Named("triggers", pgArray[string](triggers)), sql.Named("nexts", pgArray[*time.Time](nexts)), sql.Named("claims", pgArray[*string](claims)),
 		sql.Named("claimed_by", pgArray[string](claimedBy)), sql.Named("last_codes", pgArray[*int64](lastCodes)),
 		sql.Named("last_errors", pgArray[string](lastErrors)), sql.Named("attempt_ids", pgArray[string](attemptIDs)),
-		sql.Named("results", pgArray[string](results)), sql.Named("starteds", pgArray[time.Time](starteds)),
+		sql.Named("results", pgArray[string](results)),
 		sql.Named("durations", pgArray[int64](durations)), sql.Named("codes", pgArray[*int64](codes)),
 		sql.Named("classes", pgArray[string](classes)), sql.Named("errors", pgArray[string](errs)),
 		sql.Named("excerpts", pgArray[string](excerpts)), sql.Named("headers", pgArray[string](headers)),

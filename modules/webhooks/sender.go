@@ -44,7 +44,6 @@ type outgoing struct {
 
 // sendResult is what one attempt observed.
 type sendResult struct {
-	StartedAt  time.Time
 	Duration   time.Duration
 	StatusCode int // 0 when no response arrived
 	ErrorClass string
@@ -97,7 +96,7 @@ func newSender(timeout time.Duration, targets targetPolicy, now func() time.Time
 // send makes one attempt with a fresh timestamp and signature over the exact body bytes.
 func (s *sender) send(ctx context.Context, out outgoing) sendResult {
 	started := s.now()
-	res := sendResult{StartedAt: started}
+	var res sendResult
 	finish := func() sendResult { res.Duration = s.now().Sub(started); return res }
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, out.URL, bytes.NewReader(out.Body))

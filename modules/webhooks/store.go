@@ -100,13 +100,15 @@ func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult
 		return nil, nil
 	}
 	ids, tenants, claims, attempts := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	slots := make([]*time.Time, n)
 	for i, r := range reqs {
 		ids[i], tenants[i], claims[i], attempts[i] = r.DeliveryID.String(), r.Tenant.String(), r.Claim.String(), r.AttemptID.String()
+		slots[i] = r.SlotAt
 	}
 	first := reqs[0]
 	rows, err := s.conn(ctx).Raw(`WITH r AS (
 		SELECT * FROM unnest(CAST(@ids AS text[])::uuid[], CAST(@tenants AS text[])::uuid[], CAST(@claims AS text[])::uuid[],
-			CAST(@attempts AS text[])::uuid[]) AS r(id, tenant, claim, attempt)),
+			CAST(@attempts AS text[])::uuid[], CAST(@slots AS timestamptz[])) AS r(id, tenant, claim, attempt, slot)),
 	sub AS (
 		SELECT s.id, s.url, s.secret, s.previous_secrets, s.headers, s.xmin
 		FROM webhook_subscriptions s
@@ -115,7 +117,8 @@ func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult
 			AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = s.tenant_id AND t.disabled_at IS NOT NULL)
 		ORDER BY s.id FOR KEY SHARE OF s),
 	locked AS (
-		SELECT d.id, r.attempt FROM webhook_deliveries d JOIN r ON r.id = d.id AND r.tenant = d.tenant_id
+		SELECT d.id, r.attempt, greatest(CAST(@now AS timestamptz), r.slot) AS started
+		FROM webhook_deliveries d JOIN r ON r.id = d.id AND r.tenant = d.tenant_id
 		WHERE d.subscription_id IN (SELECT id FROM sub) AND d.status = @pending AND d.claim_id = r.claim
 			AND d.sent_claim_id IS DISTINCT FROM d.claim_id
 		ORDER BY d.id FOR UPDATE OF d),
@@ -127,10 +130,10 @@ func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult
 		WHERE d.id = l.id
 		RETURNING d.id, d.tenant_id, d.subscription_id, d.event_id, d.event_type, d.status, d.attempt_count, d.round_failures,
 			d.next_trigger, d.next_attempt_at, d.claim_id, d.sent_claim_id, d.claimed_by, d.last_status_code,
-			d.last_error, d.created_at, d.updated_at, d.xmin, l.attempt),
+			d.last_error, d.created_at, d.updated_at, d.xmin, l.attempt, l.started),
 	opened AS (
 		INSERT INTO webhook_attempts (id, tenant_id, delivery_id, subscription_id, number, trigger, started_at, duration_ms, result, instance)
-		SELECT attempt, tenant_id, id, subscription_id, attempt_count, next_trigger, @now, 0, 'in_flight', @instance FROM taken),
+		SELECT attempt, tenant_id, id, subscription_id, attempt_count, next_trigger, started, 0, 'in_flight', @instance FROM taken),
 	abandoned AS (
 		UPDATE webhook_attempts a SET result = 'unknown', error_class = 'unknown',
 			error = 'the replica sending it stopped before recording the outcome'
@@ -138,14 +141,14 @@ func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult
 		WHERE a.delivery_id = t.id AND a.result = 'in_flight' AND a.started_at < @abandoned)
 	SELECT d.id, d.tenant_id, d.subscription_id, d.event_id, d.event_type, d.status, d.attempt_count,
 		d.round_failures, d.next_trigger, d.next_attempt_at, d.claim_id, d.sent_claim_id, d.claimed_by,
-		d.last_status_code, d.last_error, d.created_at, d.updated_at, d.xmin, d.attempt,
+		d.last_status_code, d.last_error, d.created_at, d.updated_at, d.xmin, d.attempt, d.started,
 		s.url, s.secret, s.previous_secrets, s.headers, s.xmin,
 		e.type, e.data, e.created_at
 	FROM taken d
 	JOIN sub s ON s.id = d.subscription_id
 	JOIN webhook_events e ON e.tenant_id = d.tenant_id AND e.id = d.event_id`,
 		sql.Named("ids", pgArray[string](ids)), sql.Named("tenants", pgArray[string](tenants)), sql.Named("claims", pgArray[string](claims)),
-		sql.Named("attempts", pgArray[string](attempts)), sql.Named("lease", first.LeaseUntil), sql.Named("keep", first.KeepLeaseFrom), sql.Named("instance", first.Instance),
+		sql.Named("attempts", pgArray[string](attempts)), sql.Named("slots", pgArray[*time.Time](slots)), sql.Named("lease", first.LeaseUntil), sql.Named("keep", first.KeepLeaseFrom), sql.Named("instance", first.Instance),
 		sql.Named("pending", StatusPending), sql.Named("now", first.Now), sql.Named("abandoned", first.AbandonedBefore)).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("take %d claims: %w", n, err)
@@ -154,10 +157,13 @@ func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult
 	byDelivery := make(map[uuid.UUID]taken, n)
 	for rows.Next() {
 		d, sub, ev := &Delivery{}, &Subscription{}, &eventRecord{}
-		var attemptID uuid.UUID
+		var (
+			attemptID uuid.UUID
+			started   time.Time
+		)
 		if err := rows.Scan(&d.ID, &d.TenantID, &d.SubscriptionID, &d.EventID, &d.EventType, &d.Status, &d.AttemptCount,
 			&d.RoundFailures, &d.NextTrigger, &d.NextAttemptAt, &d.ClaimID, &d.SentClaimID, &d.ClaimedBy,
-			&d.LastStatusCode, &d.LastError, &d.CreatedAt, &d.UpdatedAt, &d.Version, &attemptID,
+			&d.LastStatusCode, &d.LastError, &d.CreatedAt, &d.UpdatedAt, &d.Version, &attemptID, &started,
 			&sub.URL, &sub.Secret, &sub.PreviousSecrets, &sub.Headers, &sub.Version,
 			&ev.Type, &ev.Data, &ev.CreatedAt); err != nil {
 			return nil, fmt.Errorf("take %d claims: %w", n, err)
@@ -165,7 +171,7 @@ func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult
 		sub.ID, sub.Status, ev.ID = d.SubscriptionID, StatusActive, d.EventID
 		sub.TenantID, ev.TenantID = d.TenantID, d.TenantID
 		a := &Attempt{ID: attemptID, Owned: tenancy.Owned{TenantID: d.TenantID}, DeliveryID: d.ID, SubscriptionID: d.SubscriptionID,
-			Number: d.AttemptCount, Trigger: d.NextTrigger, StartedAt: first.Now, Result: ResultInFlight, Instance: first.Instance}
+			Number: d.AttemptCount, Trigger: d.NextTrigger, StartedAt: started.UTC(), Result: ResultInFlight, Instance: first.Instance}
 		byDelivery[d.ID] = taken{delivery: d, sub: sub, event: ev, attempt: a}
 	}
 	if err := rows.Err(); err != nil {

@@ -26,8 +26,8 @@ func takeFresh(t *testing.T, h *harness, n int) []taken {
 		var born Delivery
 		require.NoError(t, h.db.Conn(ctx).Where("event_id = ?", res.ID).Take(&born).Error)
 		now := h.svc.now()
-		tk, ok, err := h.svc.store.takeClaim(ctx, takeRequest{DeliveryID: born.ID, Claim: *born.ClaimID, AttemptID: uuid.Must(uuid.NewV7()),
-			Now: now, LeaseUntil: now.Add(time.Minute), Instance: "test", AbandonedBefore: now.Add(-time.Minute)})
+		tk, ok, err := h.svc.store.takeClaim(ctx, takeRequest{DeliveryID: born.ID, Claim: *born.ClaimID, AttemptID: uuid.Must(uuid.NewV7())},
+			takeTerms{Now: now, LeaseUntil: now.Add(time.Minute), Instance: "test", AbandonedBefore: now.Add(-time.Minute)})
 		require.NoError(t, err)
 		require.True(t, ok)
 		out = append(out, tk)
@@ -119,8 +119,8 @@ func Test_an_attempt_taken_ahead_of_its_rate_slot_starts_at_the_slot(t *testing.
 	require.NoError(t, h.db.Conn(ctx).Where("event_id = ?", res.ID).Take(&born).Error)
 	now := h.svc.now()
 	slot := now.Add(1500 * time.Millisecond)
-	tk, ok, err := h.svc.store.takeClaim(ctx, takeRequest{DeliveryID: born.ID, Claim: *born.ClaimID, AttemptID: uuid.Must(uuid.NewV7()),
-		Now: now, LeaseUntil: now.Add(time.Minute), SlotAt: &slot, Instance: "test", AbandonedBefore: now.Add(-time.Minute)})
+	tk, ok, err := h.svc.store.takeClaim(ctx, takeRequest{DeliveryID: born.ID, Claim: *born.ClaimID, AttemptID: uuid.Must(uuid.NewV7()), SlotAt: &slot},
+		takeTerms{Now: now, LeaseUntil: now.Add(time.Minute), Instance: "test", AbandonedBefore: now.Add(-time.Minute)})
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.True(t, tk.attempt.StartedAt.Equal(slot), "started %s, slot %s", tk.attempt.StartedAt, slot)

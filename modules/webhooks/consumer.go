@@ -152,12 +152,9 @@ func (s *Service) writeTakes(ctx context.Context, reqs []takeRequest) ([]takeRes
 			start = *r.SlotAt
 		}
 	}
-	keep := start.Add(keptLease(s.cfg.ClaimLease, s.cfg.SendTimeout, s.cfg.takeWriteBound()))
-	for i := range reqs {
-		reqs[i].Now, reqs[i].LeaseUntil, reqs[i].KeepLeaseFrom = now, now.Add(s.cfg.ClaimLease), keep
-		reqs[i].Instance, reqs[i].AbandonedBefore = s.instance, now.Add(-s.cfg.SendTimeout)
-	}
-	return s.store.takeClaims(ctx, reqs)
+	return s.store.takeClaims(ctx, takeTerms{Now: now, LeaseUntil: now.Add(s.cfg.ClaimLease),
+		KeepLeaseFrom: start.Add(keptLease(s.cfg.ClaimLease, s.cfg.SendTimeout, s.cfg.takeWriteBound())),
+		Instance:      s.instance, AbandonedBefore: now.Add(-s.cfg.SendTimeout)}, reqs)
 }
 
 // recordOutcome stores the delivery's new state, closes the attempt and updates the subscription's

@@ -59,14 +59,18 @@ const takeBatch = 256
 // takeRequest is what the consumer asks of store.takeClaims: one copy of a DeliveryRequested.
 type takeRequest struct {
 	DeliveryID, Claim uuid.UUID
-	Tenant            uuid.UUID // the request's
-	AttemptID         uuid.UUID // the attempt row opened by the take
-	Now               time.Time
-	LeaseUntil        time.Time  // the take restarts the lease for the send...
-	KeepLeaseFrom     time.Time  // ...unless it already runs until this time or later
+	Tenant            uuid.UUID  // the request's
+	AttemptID         uuid.UUID  // the attempt row opened by the take
 	SlotAt            *time.Time // the reserved send slot the handler waits for after the take, if any
-	Instance          string
-	AbandonedBefore   time.Time // in_flight attempts of the delivery started before this are closed as unknown
+}
+
+// takeTerms are what a batch of takes shares: when it is taken, by whom, and for how long.
+type takeTerms struct {
+	Now             time.Time
+	LeaseUntil      time.Time // the take restarts the lease for the send...
+	KeepLeaseFrom   time.Time // ...unless it already runs until this time or later
+	Instance        string
+	AbandonedBefore time.Time // in_flight attempts of the delivery started before this are closed as unknown
 }
 
 // taken is a delivery whose claim was taken, with what sending it needs.
@@ -85,7 +89,7 @@ type takeResult struct {
 
 // takeClaims applies Delivery.CanStartAttempt and StartAttempt to a batch of (delivery, claim) pairs in
 // one statement, opening each taken attempt and closing abandoned ones, and returns what to send: the
-// consumer's only read. Times, lease and instance are the first request's; each delivery comes at most once.
+// consumer's only read, on the batch's terms; each delivery comes at most once.
 //
 // The subscription must be active; its row is read under FOR KEY SHARE, which a status change's
 // FOR UPDATE waits for (and which waits for it, then re-reads the new status): once a pause commits,
@@ -94,7 +98,7 @@ type takeResult struct {
 // the same claim, on any replicas, the row lock lets one through and the other re-checks the
 // committed row, matches nothing and gets ok = false, as does a stale claim, while the other pairs
 // of its batch are taken. The returned version is what the outcome's xmin check compares against.
-func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult, error) {
+func (s store) takeClaims(ctx context.Context, terms takeTerms, reqs []takeRequest) ([]takeResult, error) {
 	n := len(reqs)
 	if n == 0 {
 		return nil, nil
@@ -105,7 +109,6 @@ func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult
 		ids[i], tenants[i], claims[i], attempts[i] = r.DeliveryID.String(), r.Tenant.String(), r.Claim.String(), r.AttemptID.String()
 		slots[i] = r.SlotAt
 	}
-	first := reqs[0]
 	rows, err := s.conn(ctx).Raw(`WITH r AS (
 		SELECT * FROM unnest(CAST(@ids AS text[])::uuid[], CAST(@tenants AS text[])::uuid[], CAST(@claims AS text[])::uuid[],
 			CAST(@attempts AS text[])::uuid[], CAST(@slots AS timestamptz[])) AS r(id, tenant, claim, attempt, slot)),
@@ -148,8 +151,8 @@ func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult
 	JOIN sub s ON s.id = d.subscription_id
 	JOIN webhook_events e ON e.tenant_id = d.tenant_id AND e.id = d.event_id`,
 		sql.Named("ids", pgArray[string](ids)), sql.Named("tenants", pgArray[string](tenants)), sql.Named("claims", pgArray[string](claims)),
-		sql.Named("attempts", pgArray[string](attempts)), sql.Named("slots", pgArray[*time.Time](slots)), sql.Named("lease", first.LeaseUntil), sql.Named("keep", first.KeepLeaseFrom), sql.Named("instance", first.Instance),
-		sql.Named("pending", StatusPending), sql.Named("now", first.Now), sql.Named("abandoned", first.AbandonedBefore)).Rows()
+		sql.Named("attempts", pgArray[string](attempts)), sql.Named("slots", pgArray[*time.Time](slots)), sql.Named("lease", terms.LeaseUntil), sql.Named("keep", terms.KeepLeaseFrom), sql.Named("instance", terms.Instance),
+		sql.Named("pending", StatusPending), sql.Named("now", terms.Now), sql.Named("abandoned", terms.AbandonedBefore)).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("take %d claims: %w", n, err)
 	}
@@ -171,7 +174,7 @@ func (s store) takeClaims(ctx context.Context, reqs []takeRequest) ([]takeResult
 		sub.ID, sub.Status, ev.ID = d.SubscriptionID, StatusActive, d.EventID
 		sub.TenantID, ev.TenantID = d.TenantID, d.TenantID
 		a := &Attempt{ID: attemptID, Owned: tenancy.Owned{TenantID: d.TenantID}, DeliveryID: d.ID, SubscriptionID: d.SubscriptionID,
-			Number: d.AttemptCount, Trigger: d.NextTrigger, StartedAt: started.UTC(), Result: ResultInFlight, Instance: first.Instance}
+			Number: d.AttemptCount, Trigger: d.NextTrigger, StartedAt: started.UTC(), Result: ResultInFlight, Instance: terms.Instance}
 		byDelivery[d.ID] = taken{delivery: d, sub: sub, event: ev, attempt: a}
 	}
 	if err := rows.Err(); err != nil {

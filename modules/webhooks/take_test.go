@@ -231,7 +231,7 @@ func Test_a_claim_taken_by_a_consumer_that_died_is_claimed_again_after_the_lease
 	// The consumer of the dead replica took the claim, then died: no send, no outcome.
 	leaseUntil := time.Now().UTC().Add(cfg.ClaimLease).Truncate(time.Microsecond)
 	_, taken, err := dead.svc.store.takeClaim(ctx, takeRequest{DeliveryID: original.DeliveryID, Claim: original.ClaimID,
-		AttemptID: uuid.New(), Now: time.Now(), LeaseUntil: leaseUntil, Instance: "dead:1", AbandonedBefore: time.Now().Add(-cfg.SendTimeout)})
+		AttemptID: uuid.New()}, takeTerms{Now: time.Now(), LeaseUntil: leaseUntil, Instance: "dead:1", AbandonedBefore: time.Now().Add(-cfg.SendTimeout)})
 	require.NoError(t, err)
 	require.True(t, taken)
 	stored, _, err := dead.svc.Delivery(ctx, original.DeliveryID)
@@ -292,9 +292,9 @@ func Test_a_take_soon_after_the_claim_keeps_its_lease_and_a_late_one_restarts_it
 	take := func(r contract.DeliveryRequestedPayload, now time.Time) *Delivery {
 		t.Helper()
 		lease := testConfig().ClaimLease
-		tk, ok, err := h.svc.store.takeClaim(ctx, takeRequest{DeliveryID: r.DeliveryID, Claim: r.ClaimID, AttemptID: uuid.New(),
-			Now: now, LeaseUntil: now.Add(lease), KeepLeaseFrom: now.Add(keptLease(lease, testConfig().SendTimeout, testConfig().takeWriteBound())),
-			Instance: "test", AbandonedBefore: now.Add(-time.Minute)})
+		terms := takeTerms{Now: now, LeaseUntil: now.Add(lease), KeepLeaseFrom: now.Add(keptLease(lease, testConfig().SendTimeout, testConfig().takeWriteBound())),
+			Instance: "test", AbandonedBefore: now.Add(-time.Minute)}
+		tk, ok, err := h.svc.store.takeClaim(ctx, takeRequest{DeliveryID: r.DeliveryID, Claim: r.ClaimID, AttemptID: uuid.New()}, terms)
 		require.NoError(t, err)
 		require.True(t, ok)
 		return tk.delivery
@@ -318,14 +318,14 @@ func Test_a_take_soon_after_the_claim_keeps_its_lease_and_a_late_one_restarts_it
 
 // takeClaim takes one claim for the tenant of ctx (store.takeClaims for a batch of one); a request
 // without KeepLeaseFrom always restarts the lease.
-func (s store) takeClaim(ctx context.Context, r takeRequest) (t taken, ok bool, err error) {
+func (s store) takeClaim(ctx context.Context, r takeRequest, terms takeTerms) (t taken, ok bool, err error) {
 	if r.Tenant, err = tenancy.Require(ctx); err != nil {
 		return taken{}, false, err
 	}
-	if r.KeepLeaseFrom.IsZero() {
-		r.KeepLeaseFrom = r.LeaseUntil
+	if terms.KeepLeaseFrom.IsZero() {
+		terms.KeepLeaseFrom = terms.LeaseUntil
 	}
-	res, err := s.takeClaims(ctx, []takeRequest{r})
+	res, err := s.takeClaims(ctx, terms, []takeRequest{r})
 	if err != nil {
 		return taken{}, false, err
 	}

@@ -21,8 +21,9 @@ const batchWriteTimeout = 10 * time.Second
 type batcher[Req, Res any] struct {
 	max   int
 	write func(ctx context.Context, reqs []Req) ([]Res, error) // one result per request, in order
-	// split, if set, moves requests that must not share a batch with earlier ones to the next batch.
-	split func(reqs []Req) (now, later []int)
+	// split, if set, gives each batch a fresh test of whether a request must wait for the next batch
+	// (it must not share this one with an earlier request).
+	split func() (later func(Req) bool)
 	// tracer, if set, records each batch as a span named name (see traced).
 	tracer trace.Tracer
 	name   string
@@ -83,19 +84,17 @@ func (b *batcher[Req, Res]) run() {
 		calls := append([]batchCall[Req, Res](nil), b.queue[:n]...)
 		b.queue = append(b.queue[:0], b.queue[n:]...)
 		if b.split != nil {
-			reqs := make([]Req, len(calls))
-			for i, c := range calls {
-				reqs[i] = c.req
+			later := b.split()
+			kept, deferred := make([]batchCall[Req, Res], 0, len(calls)), []batchCall[Req, Res](nil)
+			for _, c := range calls {
+				if later(c.req) {
+					deferred = append(deferred, c)
+				} else {
+					kept = append(kept, c)
+				}
 			}
-			now, later := b.split(reqs)
-			deferred := make([]batchCall[Req, Res], 0, len(later)+len(b.queue))
-			for _, i := range later {
-				deferred = append(deferred, calls[i])
-			}
-			b.queue = append(deferred, b.queue...)
-			kept := make([]batchCall[Req, Res], 0, len(now))
-			for _, i := range now {
-				kept = append(kept, calls[i])
+			if deferred != nil {
+				b.queue = append(deferred, b.queue...)
 			}
 			calls = kept
 		}
@@ -153,19 +152,17 @@ func (b *batcher[Req, Res]) startSpan(ctx context.Context, calls []batchCall[Req
 
 // oncePer returns a split that keeps the first request of each key in a batch and defers the others
 // to the next, which then sees what the first one wrote.
-func oncePer[Req any, K comparable](key func(Req) K) func([]Req) (now, later []int) {
-	return func(reqs []Req) (now, later []int) {
-		seen := make(map[K]bool, len(reqs))
-		for i, r := range reqs {
+func oncePer[Req any, K comparable](key func(Req) K) func() func(Req) bool {
+	return func() func(Req) bool {
+		seen := make(map[K]bool)
+		return func(r Req) bool {
 			k := key(r)
 			if seen[k] {
-				later = append(later, i)
-				continue
+				return true
 			}
 			seen[k] = true
-			now = append(now, i)
+			return false
 		}
-		return now, later
 	}
 }
 

@@ -34,7 +34,7 @@ type openedCache struct {
 type openedSubscription struct {
 	version  concurrency.RowVersion
 	secret   string // the stored value, checked too: a version alone could repeat after xid wraparound
-	keys     [][]byte
+	keys     []signingKey
 	expiries []time.Time // of keys[1:], the rotated-out secrets still signing when opened
 	headers  headerMap
 	used     atomic.Int64 // unix nanoseconds of the last send using it, refreshed at most once a second
@@ -45,7 +45,7 @@ func (c *openedCache) forgetsSeen() uint64 { return c.forgets.Load() }
 
 // of returns the keys that sign at now and the plain header values of a taken subscription, read
 // when forgetsSeen returned seen.
-func (c *openedCache) of(sub *Subscription, now time.Time, seal sealer, seen uint64) ([][]byte, headerMap, error) {
+func (c *openedCache) of(sub *Subscription, now time.Time, seal sealer, seen uint64) ([]signingKey, headerMap, error) {
 	at := now.UnixNano()
 	if at >= c.nextPrune.Load() {
 		c.pruneIdle(at)
@@ -59,10 +59,11 @@ func (c *openedCache) of(sub *Subscription, now time.Time, seal sealer, seen uin
 			return o.signingAt(now), o.headers, nil
 		}
 	}
-	keys, expiries, err := sub.openSigningKeys(now, seal)
+	secrets, expiries, err := sub.openSigningKeys(now, seal)
 	if err != nil {
 		return nil, nil, err
 	}
+	keys := signingKeysOf(secrets)
 	headers, err := seal.openHeaders(sub.ID, sub.Headers)
 	if err != nil {
 		return nil, nil, err
@@ -163,11 +164,11 @@ func (c *openedCache) shrink() {
 }
 
 // signingAt drops the rotated-out keys that expired since they were opened.
-func (o *openedSubscription) signingAt(now time.Time) [][]byte {
+func (o *openedSubscription) signingAt(now time.Time) []signingKey {
 	if !slices.ContainsFunc(o.expiries, func(at time.Time) bool { return !now.Before(at) }) {
 		return o.keys // nothing expired: the cached slice itself
 	}
-	keys := [][]byte{o.keys[0]}
+	keys := []signingKey{o.keys[0]}
 	for i, at := range o.expiries {
 		if now.Before(at) {
 			keys = append(keys, o.keys[i+1])

@@ -62,7 +62,7 @@ func Test_twenty_concurrent_rotations_on_two_replicas_leave_every_secret_handed_
 		header := http.Header{}
 		header.Set(headerID, msgID)
 		header.Set(headerTimestamp, strconv.FormatInt(ts, 10))
-		header.Set(headerSignature, signatureHeader(keys, msgID, ts, body))
+		header.Set(headerSignature, signatureHeader(signingKeysOf(keys), msgID, ts, body))
 		wh, err := standardwebhooks.NewWebhook(secret)
 		require.NoError(t, err)
 		return wh.Verify(body, header) == nil

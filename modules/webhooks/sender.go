@@ -38,7 +38,7 @@ type outgoing struct {
 	URL       string
 	MessageID string            // the event id: the same on every attempt
 	Body      []byte            // signed and sent byte for byte
-	Keys      [][]byte          // current secret first, then a rotated-out one still in its grace period
+	Keys      []signingKey      // current secret first, then a rotated-out one still in its grace period
 	Headers   map[string]string // the subscription's own; names the sender sets are refused at validation
 }
 

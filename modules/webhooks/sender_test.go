@@ -37,9 +37,9 @@ func Test_the_sender_sends_the_signed_bytes_with_a_fresh_timestamp_and_the_same_
 	clock := time.Unix(1_700_000_000, 0)
 	s := newSender(time.Second, targetPolicy{allowPrivate: true}, func() time.Time { return clock })
 
-	first := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_9", Body: body, Keys: [][]byte{key}})
+	first := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_9", Body: body, Keys: []signingKey{newSigningKey(key)}})
 	clock = clock.Add(90 * time.Second)
-	second := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_9", Body: body, Keys: [][]byte{key}})
+	second := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_9", Body: body, Keys: []signingKey{newSigningKey(key)}})
 
 	require.True(t, first.Succeeded())
 	require.True(t, second.Succeeded())
@@ -82,7 +82,7 @@ func Test_the_sender_classifies_failures(t *testing.T) {
 	key := make([]byte, 32)
 	s := newSender(200*time.Millisecond, targetPolicy{allowPrivate: true}, time.Now)
 	send := func(s *sender, url string) sendResult {
-		return s.send(context.Background(), outgoing{URL: url, MessageID: "m", Body: []byte(`{}`), Keys: [][]byte{key}})
+		return s.send(context.Background(), outgoing{URL: url, MessageID: "m", Body: []byte(`{}`), Keys: []signingKey{newSigningKey(key)}})
 	}
 
 	r := send(s, srv.URL+"/redirect")

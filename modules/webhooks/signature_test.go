@@ -18,7 +18,7 @@ func Test_sign_reproduces_the_Standard_Webhooks_test_vector(t *testing.T) {
 	key, err := secretKey("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 	require.NoError(t, err)
 
-	got := sign(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, []byte(`{"test": 2432232314}`))
+	got := newSigningKey(key).sign("msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, []byte(`{"test": 2432232314}`))
 
 	require.Equal(t, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", got)
 }
@@ -41,9 +41,9 @@ func Test_signatures_verify_with_the_reference_library_and_tampering_is_detected
 	body := []byte(`{"id":"evt_1","type":"proposal.accepted","data":{"a":1}}`)
 	ts := time.Now().Unix()
 
-	require.NoError(t, wh.Verify(body, headersFor("evt_1", ts, signatureHeader([][]byte{key}, "evt_1", ts, body))))
+	require.NoError(t, wh.Verify(body, headersFor("evt_1", ts, signatureHeader([]signingKey{newSigningKey(key)}, "evt_1", ts, body))))
 
-	sig := signatureHeader([][]byte{key}, "evt_1", ts, body)
+	sig := signatureHeader([]signingKey{newSigningKey(key)}, "evt_1", ts, body)
 	for name, h := range map[string]struct {
 		body []byte
 		hdr  http.Header
@@ -65,7 +65,7 @@ func Test_a_rotation_header_verifies_under_the_old_and_the_new_secret(t *testing
 	newKey, _ := secretKey(newSecretValue)
 	body := []byte(`{"x":true}`)
 	ts := time.Now().Unix()
-	h := headersFor("evt_rot", ts, signatureHeader([][]byte{newKey, oldKey}, "evt_rot", ts, body))
+	h := headersFor("evt_rot", ts, signatureHeader(signingKeysOf([][]byte{newKey, oldKey}), "evt_rot", ts, body))
 
 	for _, s := range []string{oldSecret, newSecretValue} {
 		wh, err := standardwebhooks.NewWebhook(s)

@@ -69,7 +69,7 @@ func Test_an_allow_listed_target_is_reached_while_the_guard_keeps_refusing_the_r
 	require.NoError(t, err)
 	s := newSender(time.Second, policy, time.Now)
 	send := func(url string) sendResult {
-		return s.send(context.Background(), outgoing{URL: url, MessageID: "msg_1", Body: []byte("{}"), Keys: [][]byte{[]byte("k")}})
+		return s.send(context.Background(), outgoing{URL: url, MessageID: "msg_1", Body: []byte("{}"), Keys: []signingKey{newSigningKey([]byte("k"))}})
 	}
 
 	require.True(t, send("http://localhost:"+port+"/hooks").Succeeded())

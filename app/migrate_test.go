@@ -83,12 +83,16 @@ func TestServeOnANeverMigratedDatabaseExitsAtOnceSayingToRunMigrate(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close()
 	empty := fmt.Sprintf("keelson_empty_%d", time.Now().UnixNano())
 	if _, err := admin.Exec("CREATE DATABASE " + empty); err != nil {
+		_ = admin.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS " + empty + " WITH (FORCE)") })
+	// The pool closes after the drop: cleanups run once the test function has returned.
+	t.Cleanup(func() {
+		_, _ = admin.Exec("DROP DATABASE IF EXISTS " + empty + " WITH (FORCE)")
+		_ = admin.Close()
+	})
 
 	cases := map[string]string{
 		"an empty database":           withDatabase(t, empty),

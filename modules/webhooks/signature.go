@@ -19,13 +19,10 @@ const (
 
 // signingKey is an opened secret with a pool of HMAC states keyed by it, so a send does not rebuild
 // the key's inner and outer pads. It lives as long as the opened subscription that holds it.
-type signingKey struct {
-	secret []byte
-	macs   *sync.Pool
-}
+type signingKey struct{ macs *sync.Pool }
 
 func newSigningKey(secret []byte) signingKey {
-	return signingKey{secret: secret, macs: &sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}}
+	return signingKey{macs: &sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}}
 }
 
 func signingKeysOf(secrets [][]byte) []signingKey {

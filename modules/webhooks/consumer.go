@@ -85,9 +85,8 @@ func (s *Service) handleDeliveryRequested(ctx context.Context, e messaging.Event
 
 // attempt takes the claim, sends and records the outcome: take → send → complete. The take and the
 // outcome each join a batch with those of the replica's concurrent handlers (Service.takes,
-// Service.outcomes) and return once that batch committed. sent is called once the request is over,
-// before the outcome is written: the send gate counts sends, not our own database's waits.
-func (s *Service) attempt(ctx context.Context, req contract.DeliveryRequestedPayload, sent func()) error {
+// Service.outcomes) and return once that batch committed.
+func (s *Service) attempt(ctx context.Context, req contract.DeliveryRequestedPayload) error {
 	attemptID, err := uuid.NewV7()
 	if err != nil {
 		return err
@@ -120,7 +119,6 @@ func (s *Service) attempt(ctx context.Context, req contract.DeliveryRequestedPay
 	}
 	ctx, span := s.startAttempt(ctx, t.delivery)
 	res := s.send(ctx, t, seen)
-	sent()
 	endAttempt(span, res)
 	s.metrics.observeAttempt(res)
 	return s.recordOutcome(ctx, t, res)

@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -74,35 +73,4 @@ func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whate
 	// A send of it that runs past slowSendAfter makes it slow, and the slow half is full.
 	now = now.Add(slowSendAfter + time.Millisecond)
 	require.False(t, admit(fast))
-}
-
-func Test_a_send_gives_its_endpoints_place_back_before_its_outcome_is_written(t *testing.T) {
-	h := newHarness(t, testConfig(), harnessOptions{})
-	rc := newReceiver(t, nil)
-	h.subscribe(rc.URL, "*")
-	h.publish("gate.place", map[string]any{"n": 1})
-	reqs := h.deliveryRequests()
-	require.Len(t, reqs, 1)
-
-	write := h.svc.outcomes.write
-	writing, proceed := make(chan struct{}), make(chan struct{})
-	h.svc.outcomes.write = func(ctx context.Context, batch []outcome) ([]committed, error) {
-		close(writing)
-		<-proceed
-		return write(ctx, batch)
-	}
-	done := make(chan error, 1)
-	go func() { done <- h.svc.attemptWithinLimits(tenantContext(), reqs[0]) }()
-	select {
-	case <-writing:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the outcome was never written")
-	}
-	h.svc.gate.mu.Lock()
-	busy := len(h.svc.gate.busy)
-	h.svc.gate.mu.Unlock()
-	require.Zero(t, busy, "the request is over: its endpoint's place is free while the outcome is written")
-	require.Equal(t, 1, rc.count())
-	close(proceed)
-	require.NoError(t, <-done)
 }

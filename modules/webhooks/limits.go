@@ -95,9 +95,8 @@ func (s *Service) attemptGated(ctx context.Context, req contract.DeliveryRequest
 		s.metrics.putBack.WithLabelValues("endpoint_busy").Inc()
 		return s.putBack(ctx, req, s.now().Add(retryIn), req.RateSlotAt)
 	}
-	release := sync.OnceFunc(func() { s.gate.release(pass) })
-	defer release() // when nothing was sent
-	return s.attempt(ctx, req, release)
+	defer s.gate.release(pass)
+	return s.attempt(ctx, req)
 }
 
 // putBack releases an untaken claim until due, keeping a reserved rate slot; a claim no longer

@@ -113,13 +113,11 @@ func Test_an_attempt_taken_ahead_of_its_rate_slot_starts_at_the_slot(t *testing.
 	rc := newReceiver(t, nil)
 	h.subscribe(rc.URL, "*")
 	ctx := tenantContext()
-	res, err := h.svc.PublishEvent(ctx, EventInput{Type: "batch.slot", Data: []byte(`{"n":1}`)})
-	require.NoError(t, err)
-	var born Delivery
-	require.NoError(t, h.db.Conn(ctx).Where("event_id = ?", res.ID).Take(&born).Error)
+	req := bornRequests(t, h, 1)[0]
 	now := h.svc.now()
 	slot := now.Add(1500 * time.Millisecond)
-	tk, ok, err := h.svc.store.takeClaim(ctx, takeRequest{DeliveryID: born.ID, Claim: *born.ClaimID, AttemptID: uuid.Must(uuid.NewV7()), SlotAt: &slot},
+	req.SlotAt = &slot
+	tk, ok, err := h.svc.store.takeClaim(ctx, req,
 		takeTerms{Now: now, LeaseUntil: now.Add(time.Minute), Instance: "test", AbandonedBefore: now.Add(-time.Minute)})
 	require.NoError(t, err)
 	require.True(t, ok)

@@ -85,7 +85,7 @@ func (b *batcher[Req, Res]) run() {
 		b.queue = append(b.queue[:0], b.queue[n:]...)
 		if b.split != nil {
 			later := b.split()
-			kept, deferred := make([]batchCall[Req, Res], 0, len(calls)), []batchCall[Req, Res](nil)
+			kept, deferred := calls[:0], []batchCall[Req, Res](nil) // calls is this batch's own copy: filtered in place
 			for _, c := range calls {
 				if later(c.req) {
 					deferred = append(deferred, c)

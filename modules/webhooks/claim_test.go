@@ -240,3 +240,28 @@ func Test_the_sweep_reports_the_due_backlog_and_claims_expired_leases(t *testing
 	require.Equal(t, 0.0, hosttest.Metric(t, h.registry, "keelson_webhooks_due_backlog"))
 	require.Len(t, h.deliveryRequests(), before+2, "nothing due, nothing claimed")
 }
+
+func Test_a_sweep_gives_a_failing_subscription_one_turn_and_its_further_turns_after_every_healthy_ones(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{})
+	rc := newReceiver(t, nil)
+	failing, _ := h.subscribe(rc.URL, "failing.*")
+	healthy, _ := h.subscribe(rc.URL, "healthy.*")
+	for range 5 {
+		h.dueDelivery("failing.tick")
+	}
+	for range 3 {
+		h.dueDelivery("healthy.tick")
+	}
+	_, err := h.db.SQL().Exec(`UPDATE webhook_subscription_health SET failing_since = now(), consecutive_failures = 3
+		WHERE subscription_id = $1`, failing)
+	require.NoError(t, err)
+
+	due, err := h.svc.store.dueDeliveries(tenantContext(), time.Now(), 4, 3)
+	require.NoError(t, err)
+
+	of := map[string]int{}
+	for _, d := range due {
+		of[d.SubscriptionID.String()]++
+	}
+	require.Equal(t, map[string]int{failing: 1, healthy: 3}, of, "the healthy one's three turns come before the failing one's second")
+}

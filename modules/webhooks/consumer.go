@@ -86,7 +86,7 @@ func (s *Service) handleDeliveryRequested(ctx context.Context, e messaging.Event
 // attempt takes the claim, sends and records the outcome: take → send → complete. The take and the
 // outcome each join a batch with those of the replica's concurrent handlers (Service.takes,
 // Service.outcomes) and return once that batch committed.
-func (s *Service) attempt(ctx context.Context, req contract.DeliveryRequestedPayload) error {
+func (s *Service) attempt(ctx context.Context, req contract.DeliveryRequestedPayload, pass *gatePass) error {
 	attemptID, err := uuid.NewV7()
 	if err != nil {
 		return err
@@ -118,15 +118,15 @@ func (s *Service) attempt(ctx context.Context, req contract.DeliveryRequestedPay
 		}
 	}
 	ctx, span := s.startAttempt(ctx, t.delivery)
-	res := s.send(ctx, t, seen)
+	res := s.send(ctx, t, seen, pass)
 	endAttempt(span, res)
 	s.metrics.observeAttempt(res)
 	return s.recordOutcome(ctx, t, res)
 }
 
 // send makes the HTTP request of a taken delivery; a request that cannot even be built is a failed attempt.
-// seen is the opened cache's forgetsSeen from before the take.
-func (s *Service) send(ctx context.Context, t taken, seen uint64) sendResult {
+// seen is the opened cache's forgetsSeen from before the take; the gate times the request on pass.
+func (s *Service) send(ctx context.Context, t taken, seen uint64, pass *gatePass) sendResult {
 	body, err := t.event.body()
 	if err != nil {
 		return sendResult{ErrorClass: errClassRequest, Error: err.Error()}
@@ -135,7 +135,10 @@ func (s *Service) send(ctx context.Context, t taken, seen uint64) sendResult {
 	if err != nil {
 		return sendResult{ErrorClass: errClassRequest, Error: err.Error()}
 	}
-	return s.sender.send(ctx, outgoing{URL: t.sub.URL, MessageID: t.event.ID, Body: body, Keys: keys, Headers: headers})
+	s.gate.sending(pass)
+	res := s.sender.send(ctx, outgoing{URL: t.sub.URL, MessageID: t.event.ID, Body: body, Keys: keys, Headers: headers})
+	s.gate.sent(pass, res.Duration)
+	return res
 }
 
 // writeTakes takes a batch of claims (store.takeClaims) with this replica's lease and instance.

@@ -9,16 +9,24 @@ import (
 
 // sendGate shares one replica's sending capacity (its delivery handlers) among endpoints, so slow or
 // dead endpoints cannot take it all. Each endpoint is, on this replica:
-//   - fast: its recent sends took less than slowAfter and none in flight has run longer — up to
+//   - fast: its recent requests took less than slowAfter and none in flight has run longer — up to
 //     perEndpoint sends in flight;
-//   - unknown: no send finished yet — one probe at a time; probes of all endpoints within a quarter
-//     of the capacity, each counted as a probe until it ends, however long it runs;
+//   - unknown: no request finished yet, or none for forgetAfter — one probe at a time; probes of all
+//     endpoints within a quarter of the capacity, each counted as a probe until it ends, however long
+//     it runs; except that an endpoint whose last attempt on any replica succeeded (vouched) probes
+//     outside that quarter, so endpoints new and hanging cannot keep a healthy one waiting on a
+//     replica that has not sent to it yet (after a restart, or a scale-up);
 //   - slow: otherwise — up to slowPerEndpoint sends, slow sends of all endpoints within half the
 //     capacity.
 //
 // So at least a quarter of the handlers stays for endpoints known to be fast whatever the others do;
 // a new endpoint waits for a probe place while many new ones hang. A refused request is put back to
 // wait without spending an attempt.
+//
+// Only the HTTP request is timed (sending, sent): a take or an outcome that waits for our own
+// database says nothing of the endpoint. And a slow verdict that nothing refreshed for forgetAfter
+// lapses into a probe, so an endpoint judged slow once cannot be held there by slow neighbours that
+// keep the slow half full.
 type sendGate struct {
 	mu              sync.Mutex
 	endpoints       map[uuid.UUID]*endpointLoad
@@ -34,14 +42,16 @@ type sendGate struct {
 // endpointLoad is what the gate knows of one subscription's endpoint on this replica.
 type endpointLoad struct {
 	inFlight map[*gatePass]struct{}
-	ewma     time.Duration // smoothed duration of its sends; 0 until one finished
+	ewma     time.Duration // smoothed duration of its requests; 0 until one finished
+	learned  time.Time     // when a request last finished
 }
 
-// gatePass is one admitted send; release it when the send is over.
+// gatePass is one admitted send; release it when the handler is done with it.
 type gatePass struct {
-	sub     uuid.UUID
-	started time.Time
-	probe   bool // the first send to an unknown endpoint: counts against probeCap until it ends
+	sub      uuid.UUID
+	admitted time.Time
+	sending  time.Time // when its HTTP request started; zero before and after
+	probe    bool      // the first send to an unknown endpoint: counts against probeCap until it ends
 }
 
 type endpointClass int
@@ -56,6 +66,9 @@ const (
 	slowSendAfter   = 2 * time.Second
 	slowPerEndpoint = 2
 	ewmaWeight      = 0.3
+	// forgetAfter is how long a verdict stands without a finished request. An endpoint that keeps
+	// hanging refreshes it with every timed-out request, so only one that stopped being sent to lapses.
+	forgetAfter = 30 * time.Second
 )
 
 func newSendGate(capacity, perEndpoint int, now func() time.Time) *sendGate {
@@ -72,9 +85,12 @@ func (g *sendGate) class(e *endpointLoad, now time.Time) endpointClass {
 		return classUnknown
 	}
 	for p := range e.inFlight {
-		if now.Sub(p.started) > g.slowAfter {
+		if !p.sending.IsZero() && now.Sub(p.sending) > g.slowAfter {
 			return classSlow
 		}
+	}
+	if now.Sub(e.learned) > forgetAfter {
+		return classUnknown
 	}
 	switch {
 	case e.ewma < g.slowAfter:
@@ -90,8 +106,8 @@ func (g *sendGate) class(e *endpointLoad, now time.Time) endpointClass {
 const briefWait = 250 * time.Millisecond
 
 // admit lets a send to sub start, or says how long to put it back for and whether a place is likely
-// to free within briefWait.
-func (g *sendGate) admit(sub uuid.UUID) (*gatePass, time.Duration, bool) {
+// to free within briefWait. vouched says the endpoint's last attempt, on any replica, succeeded.
+func (g *sendGate) admit(sub uuid.UUID, vouched bool) (*gatePass, time.Duration, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
@@ -101,16 +117,17 @@ func (g *sendGate) admit(sub uuid.UUID) (*gatePass, time.Duration, bool) {
 		g.endpoints[sub] = e
 	}
 	n := len(e.inFlight)
-	switch g.class(e, now) {
+	class := g.class(e, now)
+	switch class {
 	case classFast:
 		if n >= g.perEndpoint {
 			return nil, max(e.ewma, 50*time.Millisecond), e.ewma < briefWait
 		}
 	case classUnknown:
-		if n >= 1 || g.probes() >= g.probeCap {
+		if n >= 1 || (!vouched && g.probes() >= g.probeCap) {
 			young := false
 			for p := range e.inFlight {
-				young = now.Sub(p.started) < briefWait
+				young = now.Sub(p.admitted) < briefWait
 			}
 			return nil, g.slowAfter, young
 		}
@@ -119,7 +136,7 @@ func (g *sendGate) admit(sub uuid.UUID) (*gatePass, time.Duration, bool) {
 			return nil, max(e.ewma, g.slowAfter), false
 		}
 	}
-	p := &gatePass{sub: sub, started: now, probe: e.ewma == 0}
+	p := &gatePass{sub: sub, admitted: now, probe: class == classUnknown}
 	e.inFlight[p] = struct{}{}
 	g.busy[sub] = e
 	return p, 0, false
@@ -153,7 +170,28 @@ func (g *sendGate) probes() int {
 	return n
 }
 
-// release ends a send admitted by admit and learns its duration.
+// sending marks the start of p's HTTP request: from now on it counts as the endpoint's.
+func (g *sendGate) sending(p *gatePass) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p.sending = g.now()
+}
+
+// sent learns the duration of p's finished HTTP request.
+func (g *sendGate) sent(p *gatePass, took time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p.sending = time.Time{}
+	e := g.endpoints[p.sub]
+	e.learned = g.now()
+	if p.probe { // what was known before, if anything, lapsed: start afresh
+		e.ewma = max(took, time.Nanosecond)
+	} else {
+		e.ewma = time.Duration(ewmaWeight*float64(took) + (1-ewmaWeight)*float64(e.ewma))
+	}
+}
+
+// release gives back the place admit gave p.
 func (g *sendGate) release(p *gatePass) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -161,11 +199,5 @@ func (g *sendGate) release(p *gatePass) {
 	delete(e.inFlight, p)
 	if len(e.inFlight) == 0 {
 		delete(g.busy, p.sub)
-	}
-	took := g.now().Sub(p.started)
-	if e.ewma == 0 {
-		e.ewma = max(took, time.Nanosecond)
-	} else {
-		e.ewma = time.Duration(ewmaWeight*float64(took) + (1-ewmaWeight)*float64(e.ewma))
 	}
 }

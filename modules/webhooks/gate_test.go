@@ -12,24 +12,28 @@ func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whate
 	now := time.Unix(1_700_000_000, 0)
 	g := newSendGate(8, 3, func() time.Time { return now })
 	fast := uuid.New()
-	admit := func(sub uuid.UUID) bool { p, _, _ := g.admit(sub); return p != nil }
+	admit := func(sub uuid.UUID) bool { p, _, _ := g.admit(sub, false); return p != nil }
+	send := func(p *gatePass, took time.Duration) {
+		g.sending(p)
+		now = now.Add(took)
+		g.sent(p, took)
+		g.release(p)
+	}
 
 	// Nothing known yet: one probe at a time; once it finished quickly the endpoint is fast.
-	p, _, _ := g.admit(fast)
+	p, _, _ := g.admit(fast, false)
 	require.NotNil(t, p)
 	require.False(t, admit(fast), "one probe at a time")
-	now = now.Add(10 * time.Millisecond)
-	g.release(p)
+	send(p, 10*time.Millisecond)
 	var passes []*gatePass
 	for range 3 {
-		p, _, _ := g.admit(fast)
+		p, _, _ := g.admit(fast, false)
 		require.NotNil(t, p, "a fast endpoint gets up to its cap")
 		passes = append(passes, p)
 	}
 	require.False(t, admit(fast), "and no more")
 	for _, p := range passes {
-		now = now.Add(time.Millisecond)
-		g.release(p)
+		send(p, time.Millisecond)
 	}
 
 	// Ten endpoints that never answer: probes within a quarter of the capacity (2), however long they hang.
@@ -37,23 +41,26 @@ func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whate
 	var probes []*gatePass
 	for i := range stalled {
 		stalled[i] = uuid.New()
-		if p, _, _ := g.admit(stalled[i]); p != nil {
+		if p, _, _ := g.admit(stalled[i], false); p != nil {
+			g.sending(p)
 			probes = append(probes, p)
 		}
 	}
 	require.Len(t, probes, 2)
-	now = now.Add(time.Minute)
+	now = now.Add(20 * time.Second)
 	for _, s := range stalled {
 		require.False(t, admit(s), "still probing or waiting for a probe place")
 	}
 	// The probes time out: those endpoints are slow now, and slow ones share half the capacity (4).
 	for _, p := range probes {
+		g.sent(p, 20*time.Second)
 		g.release(p)
 	}
 	slow := 0
 	for range 3 {
 		for _, s := range stalled[:2] {
-			if admit(s) {
+			if p, _, _ := g.admit(s, false); p != nil {
+				g.sending(p)
 				slow++
 			}
 		}
@@ -64,13 +71,86 @@ func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whate
 	}
 	require.Equal(t, 4, g.inFlightOf(classSlow, now))
 	require.Equal(t, 2, g.probes())
+	// An endpoint this replica never sent to, whose last attempt elsewhere succeeded, probes beyond the quarter.
+	vouched := uuid.New()
+	p, _, _ = g.admit(vouched, true)
+	require.NotNil(t, p, "vouched: a probe though the probe places are full")
+	_, _, worthWaiting := g.admit(vouched, true)
+	require.True(t, worthWaiting, "still one probe at a time: the next waits a moment for it")
+	send(p, 10*time.Millisecond)
+	require.Equal(t, classFast, g.class(g.endpoints[vouched], now))
+	require.False(t, admit(uuid.New()), "an endpoint nobody vouched for waits for a probe place")
 
 	// Six of eight handlers hang; the fast endpoint still gets its own cap.
+	passes = passes[:0]
 	for range 3 {
-		require.True(t, admit(fast))
+		p, _, _ := g.admit(fast, false)
+		require.NotNil(t, p)
+		passes = append(passes, p)
 	}
 	require.False(t, admit(fast))
-	// A send of it that runs past slowSendAfter makes it slow, and the slow half is full.
+	// A request of it that runs past slowSendAfter makes it slow, and the slow half is full.
+	g.sending(passes[0])
 	now = now.Add(slowSendAfter + time.Millisecond)
 	require.False(t, admit(fast))
+}
+
+func Test_the_send_gate_times_only_the_HTTP_request_and_a_slow_verdict_lapses_into_a_probe(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	g := newSendGate(8, 3, func() time.Time { return now })
+	admit := func(sub uuid.UUID) *gatePass { p, _, _ := g.admit(sub, false); return p }
+	endpoint, hung := uuid.New(), []uuid.UUID{uuid.New(), uuid.New()}
+
+	// A quick request, then a slow commit of its outcome before the place is given back.
+	p := admit(endpoint)
+	g.sending(p)
+	now = now.Add(10 * time.Millisecond)
+	g.sent(p, 10*time.Millisecond)
+	now = now.Add(5 * time.Second)
+	g.release(p)
+	// Two takes that wait for the database longer than slowSendAfter.
+	first, second := admit(endpoint), admit(endpoint)
+	require.NotNil(t, first)
+	require.NotNil(t, second)
+	now = now.Add(5 * time.Second)
+	third := admit(endpoint)
+	require.NotNil(t, third, "our own waits leave the endpoint fast: its third place")
+	for _, p := range []*gatePass{first, second, third} {
+		g.release(p)
+	}
+
+	// Then one request of it takes 10 s: the average crosses slowSendAfter and the endpoint is slow.
+	p = admit(endpoint)
+	g.sending(p)
+	now = now.Add(10 * time.Second)
+	require.Equal(t, classSlow, g.class(g.endpoints[endpoint], now))
+	g.sent(p, 10*time.Second)
+	g.release(p)
+	require.Equal(t, classSlow, g.class(g.endpoints[endpoint], now))
+	// Two endpoints that hang fill the slow half (four places) and keep their own verdicts fresh.
+	for _, h := range hung {
+		p := admit(h)
+		g.sending(p)
+		now = now.Add(5 * time.Second)
+		g.sent(p, 5*time.Second)
+		g.release(p)
+		for range 2 {
+			p := admit(h)
+			require.NotNil(t, p)
+			g.sending(p)
+		}
+	}
+	require.Nil(t, admit(endpoint), "slow, and the slow half is full")
+
+	// Nothing refreshed its verdict for forgetAfter: it lapses, and a probe finds the endpoint quick again.
+	now = now.Add(forgetAfter)
+	require.Nil(t, admit(hung[0]), "hanging requests keep an endpoint slow whatever its verdict's age")
+	p = admit(endpoint)
+	require.NotNil(t, p, "a probe")
+	require.True(t, p.probe)
+	g.sending(p)
+	now = now.Add(10 * time.Millisecond)
+	g.sent(p, 10*time.Millisecond)
+	g.release(p)
+	require.Equal(t, classFast, g.class(g.endpoints[endpoint], now), "the probe's duration replaces the lapsed average")
 }

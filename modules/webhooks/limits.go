@@ -23,8 +23,8 @@ const rateTolerance = 30 * time.Millisecond
 // does not make the send late; the send itself waits for the slot.
 const takeAhead = 200 * time.Millisecond
 
-// rateCacheTTL is how long a replica trusts the rate limit it read: a change applies within it.
-const rateCacheTTL = time.Second
+// termsTTL is how long a replica trusts the sending terms it read: a change applies within it.
+const termsTTL = time.Second
 
 // rateLead is how long before its reserved slot a put-back delivery becomes due: the sweep claims it
 // within SweepInterval, so it reaches a handler before the slot and waits the rest in a timer.
@@ -39,11 +39,11 @@ func (s *Service) rateHorizon() time.Duration {
 // attemptWithinLimits applies the subscription's rate limit, then the replica's send gate, then
 // attempts. Waiting for either spends no attempt: the claim is not taken.
 func (s *Service) attemptWithinLimits(ctx context.Context, req contract.DeliveryRequestedPayload) error {
-	rate, err := s.rates.of(ctx, s.store, req.SubscriptionID, s.now())
+	terms, err := s.terms.of(ctx, s.store, req.SubscriptionID, s.now())
 	if err != nil {
 		return err
 	}
-	if rate > 0 {
+	if rate := terms.rate; rate > 0 {
 		now := s.now()
 		if req.RateSlotAt == nil || now.After(req.RateSlotAt.Add(rateTolerance)) {
 			slot, err := s.store.reserveRateSlot(ctx, req.SubscriptionID, rate)
@@ -61,42 +61,42 @@ func (s *Service) attemptWithinLimits(ctx context.Context, req contract.Delivery
 			// The handler returns; the claim, untaken, waits for its slot in a timer.
 			detached := context.WithoutCancel(ctx)
 			time.AfterFunc(wait-takeAhead, func() {
-				if err := s.attemptAtSlot(detached, req); err != nil {
+				if err := s.attemptAtSlot(detached, req, terms); err != nil {
 					s.log.ErrorContext(detached, "rate-limited delivery not attempted at its slot", "delivery_id", req.DeliveryID, "error", err)
 				}
 			})
 			return nil
 		}
 	}
-	return s.attemptGated(ctx, req)
+	return s.attemptGated(ctx, req, terms)
 }
 
 // attemptAtSlot runs just before a reserved slot; a timer that fired too late reserves anew.
-func (s *Service) attemptAtSlot(ctx context.Context, req contract.DeliveryRequestedPayload) error {
+func (s *Service) attemptAtSlot(ctx context.Context, req contract.DeliveryRequestedPayload, terms sendingTerms) error {
 	if req.RateSlotAt != nil && s.now().After(req.RateSlotAt.Add(rateTolerance)) {
 		req.RateSlotAt = nil
 		return s.attemptWithinLimits(ctx, req)
 	}
-	return s.attemptGated(ctx, req)
+	return s.attemptGated(ctx, req, terms)
 }
 
 // attemptGated attempts once the send gate admits the endpoint; else the delivery is put back.
-func (s *Service) attemptGated(ctx context.Context, req contract.DeliveryRequestedPayload) error {
-	pass, retryIn, worthWaiting := s.gate.admit(req.SubscriptionID)
+func (s *Service) attemptGated(ctx context.Context, req contract.DeliveryRequestedPayload, terms sendingTerms) error {
+	pass, retryIn, worthWaiting := s.gate.admit(req.SubscriptionID, terms.lastSucceeded)
 	for deadline := time.Now().Add(briefWait); pass == nil && worthWaiting && time.Now().Before(deadline); {
 		select {
 		case <-time.After(5 * time.Millisecond):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		pass, retryIn, worthWaiting = s.gate.admit(req.SubscriptionID)
+		pass, retryIn, worthWaiting = s.gate.admit(req.SubscriptionID, terms.lastSucceeded)
 	}
 	if pass == nil {
 		s.metrics.putBack.WithLabelValues("endpoint_busy").Inc()
 		return s.putBack(ctx, req, s.now().Add(retryIn), req.RateSlotAt)
 	}
 	defer s.gate.release(pass)
-	return s.attempt(ctx, req)
+	return s.attempt(ctx, req, pass)
 }
 
 // putBack releases an untaken claim until due, keeping a reserved rate slot; a claim no longer
@@ -109,41 +109,51 @@ func (s *Service) putBack(ctx context.Context, req contract.DeliveryRequestedPay
 	return err
 }
 
-// rateCache remembers subscriptions' rate limits for rateCacheTTL.
-type rateCache struct{ m sync.Map }
-
-type cachedRate struct {
-	rate float64
-	at   time.Time
+// sendingTerms is what a replica reads of a subscription before it sends: its rate limit (0 when
+// none, or when the subscription is gone), and whether its last attempt, on any replica, succeeded.
+type sendingTerms struct {
+	rate          float64
+	lastSucceeded bool
 }
 
-func (c *rateCache) of(ctx context.Context, st store, sub uuid.UUID, now time.Time) (float64, error) {
-	if v, ok := c.m.Load(sub); ok && now.Sub(v.(cachedRate).at) < rateCacheTTL {
-		return v.(cachedRate).rate, nil
+// termsCache remembers subscriptions' sending terms for termsTTL.
+type termsCache struct{ m sync.Map }
+
+type cachedTerms struct {
+	terms sendingTerms
+	at    time.Time
+}
+
+func (c *termsCache) of(ctx context.Context, st store, sub uuid.UUID, now time.Time) (sendingTerms, error) {
+	if v, ok := c.m.Load(sub); ok && now.Sub(v.(cachedTerms).at) < termsTTL {
+		return v.(cachedTerms).terms, nil
 	}
-	rate, err := st.rateLimit(ctx, sub)
+	terms, err := st.sendingTerms(ctx, sub)
 	if err != nil {
-		return 0, err
+		return sendingTerms{}, err
 	}
-	c.m.Store(sub, cachedRate{rate: rate, at: now})
-	return rate, nil
+	c.m.Store(sub, cachedTerms{terms: terms, at: now})
+	return terms, nil
 }
 
-// rateLimit reads a subscription's limit; 0 when none (or the subscription is gone).
-func (s store) rateLimit(ctx context.Context, sub uuid.UUID) (float64, error) {
+// sendingTerms reads a subscription's rate limit and health in one statement.
+func (s store) sendingTerms(ctx context.Context, sub uuid.UUID) (sendingTerms, error) {
 	tenant, err := tenancy.Require(ctx)
 	if err != nil {
-		return 0, err
+		return sendingTerms{}, err
 	}
 	var rate sql.NullFloat64
-	err = s.conn(ctx).Raw(`SELECT rate_limit FROM webhook_subscriptions WHERE tenant_id = ? AND id = ?`, tenant, sub).Row().Scan(&rate)
+	var succeeded bool
+	err = s.conn(ctx).Raw(`SELECT s.rate_limit, coalesce(h.last_success_at IS NOT NULL AND h.failing_since IS NULL, false)
+		FROM webhook_subscriptions s LEFT JOIN webhook_subscription_health h ON h.subscription_id = s.id
+		WHERE s.tenant_id = ? AND s.id = ?`, tenant, sub).Row().Scan(&rate, &succeeded)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
+		return sendingTerms{}, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("rate limit of subscription %s: %w", sub, err)
+		return sendingTerms{}, fmt.Errorf("sending terms of subscription %s: %w", sub, err)
 	}
-	return rate.Float64, nil
+	return sendingTerms{rate: rate.Float64, lastSucceeded: succeeded}, nil
 }
 
 // reserveRateSlot reserves the subscription's next send time by GCRA in one statement, across all

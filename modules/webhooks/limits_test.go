@@ -163,3 +163,48 @@ func Test_stalled_endpoints_on_two_replicas_leave_sending_capacity_to_a_healthy_
 	require.Positive(t, waiting, "put back without an attempt")
 	t.Logf("%d stalled sends in flight, %.0f put back, %d stalled deliveries waiting without an attempt", inFlight, putBack, waiting)
 }
+
+func Test_a_replica_that_never_sent_to_an_endpoint_whose_last_attempt_succeeded_sends_at_once_while_new_endpoints_hang(t *testing.T) {
+	cfg := testConfig()
+	cfg.SendTimeout, cfg.ClaimLease = time.Minute, 2*time.Minute
+	cfg.Concurrency = 8 // two probe places: the hanging endpoints fill them for a minute
+	h := newHarness(t, cfg, harnessOptions{bus: true, jobs: true})
+	release := make(chan struct{})
+	stalled := make([]*receiver, 10)
+	for i := range stalled {
+		stalled[i] = newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		})
+		h.subscribe(stalled[i].URL, "stalled.*")
+	}
+	t.Cleanup(func() { close(release) })
+	healthy := newReceiver(t, nil)
+	id, _ := h.subscribe(healthy.URL, "healthy.*")
+	// Another replica's last attempt to it succeeded; this one has not sent to it.
+	_, err := h.db.SQL().Exec(`UPDATE webhook_subscription_health SET last_success_at = now() WHERE subscription_id = $1`, id)
+	require.NoError(t, err)
+	ctx := tenantContext()
+	for range 4 {
+		_, err := h.svc.PublishEvent(ctx, EventInput{Type: "stalled.tick", Data: []byte(`{}`)})
+		require.NoError(t, err)
+	}
+	hosttest.Eventually(t, 20*time.Second, func() bool {
+		n := 0
+		for _, s := range stalled {
+			n += s.count()
+		}
+		return n >= 2
+	}, "hanging probes hold the probe places")
+
+	started := time.Now()
+	for range 10 {
+		_, err := h.svc.PublishEvent(ctx, EventInput{Type: "healthy.tick", Data: []byte(`{}`)})
+		require.NoError(t, err)
+	}
+	hosttest.Eventually(t, 45*time.Second, func() bool { return healthy.count() == 10 }, "healthy deliveries sent")
+	require.Less(t, time.Since(started), cfg.SendTimeout, "before any probe place freed")
+	t.Logf("10 deliveries to the vouched endpoint in %s", time.Since(started))
+}

@@ -269,7 +269,7 @@ type Service struct {
 	// instance names this replica in claims and attempts (module.Deps.InstanceID, else hostname:pid).
 	instance string
 	gate     *sendGate
-	rates    *rateCache
+	terms    *termsCache
 	sealer   sealer                                // secrets and header values at rest; set by Register (none: stored as they are)
 	takes    *batcher[takeRequest, takeResult]     // the take of each handled request, batched
 	outcomes *batcher[outcome, committed]          // the outcome of each send, batched
@@ -307,7 +307,7 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 		cfg: cfg, db: db, store: store{db: db}, events: events, catalog: catalog, targets: targets,
 		sender: newSender(cfg.SendTimeout, targets, time.Now),
 		log:    log, metrics: met, now: database.Now, jitter: jitter, instance: defaultInstance(),
-		gate: newSendGate(cfg.Concurrency, cfg.EndpointConcurrency, time.Now), rates: &rateCache{}, opened: &openedCache{},
+		gate: newSendGate(cfg.Concurrency, cfg.EndpointConcurrency, time.Now), terms: &termsCache{}, opened: &openedCache{},
 	}
 	svc.takes = newBatcher(takeBatch, svc.writeTakes)
 	svc.takes.split = oncePer(func(r takeRequest) uuid.UUID { return r.DeliveryID }) // a delivery once per batch

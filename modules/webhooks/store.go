@@ -340,11 +340,15 @@ func (s store) saveDelivery(ctx context.Context, d *Delivery) error {
 // dueDeliveries are pending rows of active subscriptions whose next attempt (or expired lease) is
 // due, taken round-robin across subscriptions: each one's oldest due first, then each one's second,
 // and so on, at most perSubscription of each, so one endpoint's backlog cannot fill the batch while
-// another's retries wait. Paused and disabled subscriptions, and disabled tenants, are skipped: their
-// deliveries wait, pending, with no attempt spent.
+// another's retries wait. A failing subscription (its last attempt failed) gets its first turn with
+// the others and its further turns after every healthy one's: endpoints that hang keep many
+// deliveries due (put back by the send gate), and those must not crowd a healthy endpoint's out of
+// the batch. Paused and disabled subscriptions, and disabled tenants, are skipped: their deliveries
+// wait, pending, with no attempt spent.
 func (s store) dueDeliveries(ctx context.Context, now time.Time, limit, perSubscription int) ([]*Delivery, error) {
 	var ds []*Delivery
 	err := s.conn(ctx).Raw(`SELECT d.* FROM webhook_subscriptions s
+		LEFT JOIN webhook_subscription_health h ON h.subscription_id = s.id
 		CROSS JOIN LATERAL (
 			SELECT x.*, row_number() OVER (ORDER BY x.next_attempt_at) AS turn
 			FROM (SELECT d.*, d.xmin AS xmin FROM webhook_deliveries d
@@ -352,8 +356,8 @@ func (s store) dueDeliveries(ctx context.Context, now time.Time, limit, perSubsc
 				ORDER BY d.next_attempt_at LIMIT ?) x) d
 		WHERE s.status = ? AND s.deleted_at IS NULL
 			AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = s.tenant_id AND t.disabled_at IS NOT NULL)
-		ORDER BY d.turn, d.next_attempt_at
-		LIMIT ?`, StatusPending, now, perSubscription, StatusActive, limit).Scan(&ds).Error
+		ORDER BY CASE WHEN d.turn > 1 AND h.failing_since IS NOT NULL THEN d.turn + ? ELSE d.turn END, d.next_attempt_at
+		LIMIT ?`, StatusPending, now, perSubscription, StatusActive, perSubscription, limit).Scan(&ds).Error
 	return ds, err
 }
 

@@ -265,3 +265,32 @@ func Test_a_sweep_gives_a_failing_subscription_one_turn_and_its_further_turns_af
 	}
 	require.Equal(t, map[string]int{failing: 1, healthy: 3}, of, "the healthy one's three turns come before the failing one's second")
 }
+
+func Test_a_failing_subscriptions_new_delivery_waits_unclaimed_for_the_sweep_while_a_healthy_ones_is_requested_at_once(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{})
+	rc := newReceiver(t, nil)
+	failing, _ := h.subscribe(rc.URL, "order.*")
+	healthy, _ := h.subscribe(rc.URL, "order.*")
+	_, err := h.db.SQL().Exec(`UPDATE webhook_subscription_health SET failing_since = now(), consecutive_failures = 3
+		WHERE subscription_id = $1`, failing)
+	require.NoError(t, err)
+	before := len(h.deliveryRequests())
+
+	res, err := h.svc.PublishEvent(tenantContext(), EventInput{Type: "order.created", Data: []byte(`{}`)})
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Deliveries)
+
+	requests := h.deliveryRequests()[before:]
+	require.Len(t, requests, 1)
+	require.Equal(t, healthy, requests[0].SubscriptionID.String())
+	var claimed, due bool
+	require.NoError(t, h.db.SQL().QueryRow(`SELECT claim_id IS NOT NULL, next_attempt_at <= now() FROM webhook_deliveries
+		WHERE event_id = $1 AND subscription_id = $2`, res.ID, failing).Scan(&claimed, &due))
+	require.False(t, claimed, "nobody holds it")
+	require.True(t, due, "the sweep may claim it at once")
+
+	require.NoError(t, h.svc.Sweep(tenantContext()))
+	requests = h.deliveryRequests()[before:]
+	require.Len(t, requests, 2)
+	require.Equal(t, failing, requests[1].SubscriptionID.String(), "the sweep requested it")
+}

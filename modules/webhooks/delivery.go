@@ -62,15 +62,23 @@ func (Delivery) TableName() string { return "webhook_deliveries" }
 
 // newDelivery is born pending and claimed: its DeliveryRequested leaves in the same transaction.
 func newDelivery(subID uuid.UUID, eventID, eventType string, now time.Time, lease time.Duration, by string) (*Delivery, uuid.UUID, error) {
-	id, err := uuid.NewV7()
+	d, err := newWaitingDelivery(subID, eventID, eventType, now)
 	if err != nil {
 		return nil, uuid.Nil, err
 	}
-	d := &Delivery{
-		ID: id, SubscriptionID: subID, EventID: eventID, EventType: eventType,
-		Status: StatusPending, NextTrigger: TriggerScheduled, CreatedAt: now, UpdatedAt: now,
-	}
 	return d, d.Claim(now, lease, by), nil
+}
+
+// newWaitingDelivery is a pending delivery claimed by nobody, due at now: the sweep claims it.
+func newWaitingDelivery(subID uuid.UUID, eventID, eventType string, now time.Time) (*Delivery, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	return &Delivery{
+		ID: id, SubscriptionID: subID, EventID: eventID, EventType: eventType,
+		Status: StatusPending, NextTrigger: TriggerScheduled, NextAttemptAt: &now, CreatedAt: now, UpdatedAt: now,
+	}, nil
 }
 
 // Claim takes ownership of a pending delivery for instance by: a fresh claim id, and next_attempt_at

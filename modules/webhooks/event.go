@@ -132,7 +132,8 @@ func orNull(b json.RawMessage) json.RawMessage {
 const ingestBatch = 64
 
 // ingest stores the event and, in the same unit of work, one claimed delivery per matching active
-// subscription and one DeliveryRequested per delivery in the outbox: all of it commits, or none.
+// subscription and one DeliveryRequested per delivery in the outbox: all of it commits, or none. A
+// failing subscription's delivery is stored unclaimed and due instead, for the sweep (failingHealth).
 // Called outside a unit of work, the event joins those of concurrent callers in one (group commit,
 // writeIngests); inside one, it is written there, with the caller's other writes.
 func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {
@@ -264,6 +265,16 @@ func (s *Service) storeEvents(ctx context.Context, reqs []ingestRequest) ([]inge
 			if !anyPatternMatches(t.eventTypes, r.in.Type) {
 				continue
 			}
+			n++
+			if t.failing {
+				d, err := newWaitingDelivery(t.id, r.in.ID, r.in.Type, now)
+				if err != nil {
+					return nil, err
+				}
+				d.TenantID = r.tenant
+				deliveries = append(deliveries, d)
+				continue
+			}
 			d, claim, err := newDelivery(t.id, r.in.ID, r.in.Type, now, s.cfg.ClaimLease, s.instance)
 			if err != nil {
 				return nil, err
@@ -275,7 +286,6 @@ func (s *Service) storeEvents(ctx context.Context, reqs []ingestRequest) ([]inge
 			}
 			deliveries = append(deliveries, d)
 			requests = append(requests, req.InTraceOf(r.ctx))
-			n++
 		}
 		out[i] = ingestResult{out: Ingested{ID: r.in.ID, Type: r.in.Type, Deliveries: n}, stored: true}
 	}

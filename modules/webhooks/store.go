@@ -203,7 +203,14 @@ func (s store) subscriptions(ctx context.Context, after uuid.UUID, limit int) ([
 type fanOutTarget struct {
 	id         uuid.UUID
 	eventTypes patternSet
+	failing    bool // failingHealth: its new deliveries wait for the sweep
 }
+
+// failingHealth says, of a subscription's health row h, that its endpoint is failing: its last
+// failingAfter attempts failed. Such an endpoint's new deliveries wait for the sweep instead of being
+// requested at once, and the sweep serves it after healthy ones: endpoints that hang or refuse must
+// not fill the queue and the sweep that healthy ones need.
+const failingHealth = "coalesce(h.consecutive_failures, 0) >= 3"
 
 // fanOutTargets are the subscriptions of tenants that events fan out to, by tenant: active and paused
 // ones (Subscription.receivesEvents). Every event reads them, so only the columns it needs.
@@ -212,9 +219,10 @@ func (s store) fanOutTargets(ctx context.Context, tenants []uuid.UUID) (map[uuid
 	for i, t := range tenants {
 		ids[i] = t.String()
 	}
-	rows, err := s.conn(ctx).Raw(`SELECT tenant_id, id, event_types FROM webhook_subscriptions
-		WHERE tenant_id = ANY(CAST(@tenants AS text[])::uuid[]) AND status <> @disabled AND deleted_at IS NULL
-		ORDER BY tenant_id, id`, sql.Named("tenants", pgArray[string](ids)), sql.Named("disabled", StatusDisabled)).Rows()
+	rows, err := s.conn(ctx).Raw(`SELECT s.tenant_id, s.id, s.event_types, `+failingHealth+`
+		FROM webhook_subscriptions s LEFT JOIN webhook_subscription_health h ON h.subscription_id = s.id
+		WHERE s.tenant_id = ANY(CAST(@tenants AS text[])::uuid[]) AND s.status <> @disabled AND s.deleted_at IS NULL
+		ORDER BY s.tenant_id, s.id`, sql.Named("tenants", pgArray[string](ids)), sql.Named("disabled", StatusDisabled)).Rows()
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +231,7 @@ func (s store) fanOutTargets(ctx context.Context, tenants []uuid.UUID) (map[uuid
 	for rows.Next() {
 		var tenant uuid.UUID
 		var t fanOutTarget
-		if err := rows.Scan(&tenant, &t.id, &t.eventTypes); err != nil {
+		if err := rows.Scan(&tenant, &t.id, &t.eventTypes, &t.failing); err != nil {
 			return nil, err
 		}
 		out[tenant] = append(out[tenant], t)
@@ -287,20 +295,31 @@ func (s store) countDeliveries(ctx context.Context, eventID string) (int, error)
 	return int(n), err
 }
 
-// createDeliveries inserts the deliveries of a fan-out (newDelivery: pending, claimed, same times),
-// of one event or of several, with one statement whose text is the same for any number of them: the
-// columns they share are single parameters, the others arrays; no RETURNING, and no reflection over
-// the rows. A delivery without a tenant belongs to the tenant of ctx.
+// createDeliveries inserts the deliveries of a fan-out (newDelivery: pending, claimed, same times;
+// newWaitingDelivery: pending, unclaimed, due at their creation), of one event or of several, with one
+// statement whose text is the same for any number of them: the columns they share are single
+// parameters, the others arrays; no RETURNING, and no reflection over the rows. A delivery without a
+// tenant belongs to the tenant of ctx.
 func (s store) createDeliveries(ctx context.Context, ds []*Delivery) error {
 	if len(ds) == 0 {
 		return nil
 	}
 	first := ds[0]
+	lease, holder := first.CreatedAt, "" // of the claimed rows: all share them
+	for _, d := range ds {
+		if d.ClaimID != nil && d.NextAttemptAt != nil {
+			lease, holder = *d.NextAttemptAt, d.ClaimedBy
+			break
+		}
+	}
 	n := len(ds)
 	ids, tenants, subs, events, types, claims := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	for i, d := range ds {
-		if d.ClaimedBy != first.ClaimedBy || !d.CreatedAt.Equal(first.CreatedAt) ||
-			d.NextAttemptAt == nil || !d.NextAttemptAt.Equal(*first.NextAttemptAt) || d.ClaimID == nil {
+		due, by := lease, holder
+		if d.ClaimID == nil {
+			due, by = d.CreatedAt, ""
+		}
+		if !d.CreatedAt.Equal(first.CreatedAt) || d.NextAttemptAt == nil || !d.NextAttemptAt.Equal(due) || d.ClaimedBy != by {
 			return fmt.Errorf("delivery %s is not of the fan-out of delivery %s", d.ID, first.ID)
 		}
 		if d.TenantID == uuid.Nil {
@@ -310,16 +329,21 @@ func (s store) createDeliveries(ctx context.Context, ds []*Delivery) error {
 			}
 			d.TenantID = tenant
 		}
-		ids[i], tenants[i], subs[i], claims[i] = d.ID.String(), d.TenantID.String(), d.SubscriptionID.String(), d.ClaimID.String()
+		ids[i], tenants[i], subs[i] = d.ID.String(), d.TenantID.String(), d.SubscriptionID.String()
+		if d.ClaimID != nil {
+			claims[i] = d.ClaimID.String()
+		}
 		events[i], types[i] = d.EventID, d.EventType
 	}
 	return s.conn(ctx).Exec(`INSERT INTO webhook_deliveries (id, tenant_id, subscription_id, event_id, event_type, status,
 			next_trigger, next_attempt_at, claim_id, claimed_by, created_at, updated_at)
-		SELECT id, tenant, sub, event, type, @status, @trigger, @next, claim, @by, @at, @at
+		SELECT id, tenant, sub, event, type, @status, @trigger,
+			CASE WHEN claim = '' THEN CAST(@at AS timestamptz) ELSE CAST(@lease AS timestamptz) END, CAST(NULLIF(claim, '') AS uuid),
+			CASE WHEN claim = '' THEN '' ELSE CAST(@by AS text) END, @at, @at
 		FROM unnest(CAST(@ids AS text[])::uuid[], CAST(@tenants AS text[])::uuid[], CAST(@subs AS text[])::uuid[],
-			CAST(@events AS text[]), CAST(@types AS text[]), CAST(@claims AS text[])::uuid[]) AS r(id, tenant, sub, event, type, claim)`,
-		sql.Named("status", StatusPending), sql.Named("trigger", TriggerScheduled), sql.Named("next", *first.NextAttemptAt),
-		sql.Named("by", first.ClaimedBy), sql.Named("at", first.CreatedAt),
+			CAST(@events AS text[]), CAST(@types AS text[]), CAST(@claims AS text[])) AS r(id, tenant, sub, event, type, claim)`,
+		sql.Named("status", StatusPending), sql.Named("trigger", TriggerScheduled), sql.Named("lease", lease),
+		sql.Named("by", holder), sql.Named("at", first.CreatedAt),
 		sql.Named("ids", pgArray[string](ids)), sql.Named("tenants", pgArray[string](tenants)), sql.Named("subs", pgArray[string](subs)),
 		sql.Named("events", pgArray[string](events)), sql.Named("types", pgArray[string](types)), sql.Named("claims", pgArray[string](claims))).Error
 }
@@ -340,10 +364,9 @@ func (s store) saveDelivery(ctx context.Context, d *Delivery) error {
 // dueDeliveries are pending rows of active subscriptions whose next attempt (or expired lease) is
 // due, taken round-robin across subscriptions: each one's oldest due first, then each one's second,
 // and so on, at most perSubscription of each, so one endpoint's backlog cannot fill the batch while
-// another's retries wait. A failing subscription (its last attempt failed) gets its first turn with
-// the others and its further turns after every healthy one's: endpoints that hang keep many
-// deliveries due (put back by the send gate), and those must not crowd a healthy endpoint's out of
-// the batch. Paused and disabled subscriptions, and disabled tenants, are skipped: their deliveries
+// another's retries wait. A failing subscription (failingHealth) gets its first turn with the others
+// and its further turns after every healthy one's: endpoints that hang keep many deliveries due (put
+// back by the send gate, or new), and those must not crowd a healthy endpoint's out of the batch. Paused and disabled subscriptions, and disabled tenants, are skipped: their deliveries
 // wait, pending, with no attempt spent.
 func (s store) dueDeliveries(ctx context.Context, now time.Time, limit, perSubscription int) ([]*Delivery, error) {
 	var ds []*Delivery
@@ -356,7 +379,7 @@ func (s store) dueDeliveries(ctx context.Context, now time.Time, limit, perSubsc
 				ORDER BY d.next_attempt_at LIMIT ?) x) d
 		WHERE s.status = ? AND s.deleted_at IS NULL
 			AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = s.tenant_id AND t.disabled_at IS NOT NULL)
-		ORDER BY CASE WHEN d.turn > 1 AND h.failing_since IS NOT NULL THEN d.turn + ? ELSE d.turn END, d.next_attempt_at
+		ORDER BY CASE WHEN d.turn > 1 AND `+failingHealth+` THEN d.turn + ? ELSE d.turn END, d.next_attempt_at
 		LIMIT ?`, StatusPending, now, perSubscription, StatusActive, perSubscription, limit).Scan(&ds).Error
 	return ds, err
 }

@@ -2,9 +2,12 @@ package webhooks
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,4 +113,60 @@ func Test_the_sender_classifies_failures(t *testing.T) {
 	r = send(guarded, strings.Replace(target.URL, "127.0.0.1", "localhost", 1))
 	require.Equal(t, errClassSSRFBlocked, r.ErrorClass)
 	require.Zero(t, redirected.Load())
+}
+
+func Test_the_sender_speaks_HTTP2_to_a_TLS_receiver_that_offers_it_over_one_connection(t *testing.T) {
+	var protos sync.Map
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		protos.Store(r.Proto, true)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	var conns atomic.Int32
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	s := newSender(5*time.Second, targetPolicy{allowPrivate: true}, time.Now)
+	s.client.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+	secret, err := newSecret()
+	require.NoError(t, err)
+	key, _ := secretKey(secret)
+
+	// One send opens the connection; then many at once share it.
+	require.True(t, s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_0", Body: []byte(`{}`), Keys: []signingKey{newSigningKey(key)}}).Succeeded())
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for i := range 20 {
+		wg.Go(func() {
+			res := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_" + strconv.Itoa(i+1), Body: []byte(`{}`), Keys: []signingKey{newSigningKey(key)}})
+			if !res.Succeeded() {
+				failed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+
+	require.Zero(t, failed.Load())
+	seen := []string{}
+	protos.Range(func(k, _ any) bool { seen = append(seen, k.(string)); return true })
+	require.Equal(t, []string{"HTTP/2.0"}, seen)
+	require.Equal(t, int32(1), conns.Load(), "21 requests, one connection")
+}
+
+func Test_signing_a_request_allocates_only_its_signature(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop HMAC states on purpose")
+	}
+	secret, err := newSecret()
+	require.NoError(t, err)
+	key, _ := secretKey(secret)
+	keys := []signingKey{newSigningKey(key)}
+	body := []byte(strings.Repeat(`{"k":"v"}`, 100))
+	signatureHeader(keys, "evt_1", 1_700_000_000, body) // the pool's first HMAC state
+	allocs := testing.AllocsPerRun(200, func() { signatureHeader(keys, "evt_1", 1_700_000_000, body) })
+	require.LessOrEqual(t, allocs, 1.0, "the signature string; the HMAC state comes from the key's pool")
 }

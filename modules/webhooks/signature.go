@@ -21,8 +21,16 @@ const (
 // the key's inner and outer pads. It lives as long as the opened subscription that holds it.
 type signingKey struct{ macs *sync.Pool }
 
+// macState is a pooled HMAC state with the scratch space of one signature: bytes written through the
+// hash.Hash interface escape, so stack arrays would be allocated on every call.
+type macState struct {
+	mac     hash.Hash
+	scratch [160]byte // an event id (at most 128) and its dot, or the timestamp and its dot
+	sum     [sha256.Size]byte
+}
+
 func newSigningKey(secret []byte) signingKey {
-	return signingKey{macs: &sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}}
+	return signingKey{macs: &sync.Pool{New: func() any { return &macState{mac: hmac.New(sha256.New, secret)} }}}
 }
 
 func signingKeysOf(secrets [][]byte) []signingKey {
@@ -35,17 +43,15 @@ func signingKeysOf(secrets [][]byte) []signingKey {
 
 // sign returns one Standard Webhooks v1 signature: HMAC-SHA256 over "id.timestamp.body".
 func (k signingKey) sign(msgID string, timestamp int64, body []byte) string {
-	mac := k.macs.Get().(hash.Hash)
-	mac.Reset()
-	var buf [160]byte // an event id (at most 128) and its dot
-	mac.Write(append(append(buf[:0], msgID...), '.'))
-	mac.Write(append(strconv.AppendInt(buf[:0], timestamp, 10), '.'))
-	mac.Write(body)
-	var sum [sha256.Size]byte
+	st := k.macs.Get().(*macState)
+	defer k.macs.Put(st)
+	st.mac.Reset()
+	st.mac.Write(append(append(st.scratch[:0], msgID...), '.'))
+	st.mac.Write(append(strconv.AppendInt(st.scratch[:0], timestamp, 10), '.'))
+	st.mac.Write(body)
 	var out [3 + 44]byte // "v1," and the base64 of 32 bytes
 	copy(out[:], "v1,")
-	base64.StdEncoding.Encode(out[3:], mac.Sum(sum[:0]))
-	k.macs.Put(mac)
+	base64.StdEncoding.Encode(out[3:], st.mac.Sum(st.sum[:0]))
 	return string(out[:])
 }
 

@@ -105,9 +105,17 @@ func (g *sendGate) class(e *endpointLoad, now time.Time) endpointClass {
 // then goes through at once, while requests for hanging endpoints leave their handlers at once.
 const briefWait = 250 * time.Millisecond
 
-// admit lets a send to sub start, or says how long to put it back for and whether a place is likely
-// to free within briefWait. vouched says the endpoint's last attempt, on any replica, succeeded.
-func (g *sendGate) admit(sub uuid.UUID, vouched bool) (*gatePass, time.Duration, bool) {
+// refusal says why admit let no send start, how long to put the request back for, and whether a place
+// is likely to free within briefWait.
+type refusal struct {
+	reason       string // the put-back metric's: endpoint_busy (fast, at its cap), endpoint_probing, endpoint_slow
+	retryIn      time.Duration
+	worthWaiting bool
+}
+
+// admit lets a send to sub start, or says why not. vouched says the endpoint's last attempt, on any
+// replica, succeeded.
+func (g *sendGate) admit(sub uuid.UUID, vouched bool) (*gatePass, refusal) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
@@ -121,7 +129,7 @@ func (g *sendGate) admit(sub uuid.UUID, vouched bool) (*gatePass, time.Duration,
 	switch class {
 	case classFast:
 		if n >= g.perEndpoint {
-			return nil, max(e.ewma, 50*time.Millisecond), e.ewma < briefWait
+			return nil, refusal{"endpoint_busy", max(e.ewma, 50*time.Millisecond), e.ewma < briefWait}
 		}
 	case classUnknown:
 		if n >= 1 || (!vouched && g.probes() >= g.probeCap) {
@@ -129,17 +137,17 @@ func (g *sendGate) admit(sub uuid.UUID, vouched bool) (*gatePass, time.Duration,
 			for p := range e.inFlight {
 				young = now.Sub(p.admitted) < briefWait
 			}
-			return nil, g.slowAfter, young
+			return nil, refusal{"endpoint_probing", g.slowAfter, young}
 		}
 	case classSlow:
 		if n >= g.slowPerEndpoint || g.inFlightOf(classSlow, now) >= g.slowCap {
-			return nil, max(e.ewma, g.slowAfter), false
+			return nil, refusal{"endpoint_slow", max(e.ewma, g.slowAfter), false}
 		}
 	}
 	p := &gatePass{sub: sub, admitted: now, probe: class == classUnknown}
 	e.inFlight[p] = struct{}{}
 	g.busy[sub] = e
-	return p, 0, false
+	return p, refusal{}
 }
 
 // inFlightOf counts the sends in flight to endpoints of one class, probes apart.

@@ -12,7 +12,7 @@ func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whate
 	now := time.Unix(1_700_000_000, 0)
 	g := newSendGate(8, 3, func() time.Time { return now })
 	fast := uuid.New()
-	admit := func(sub uuid.UUID) bool { p, _, _ := g.admit(sub, false); return p != nil }
+	admit := func(sub uuid.UUID) bool { p, _ := g.admit(sub, false); return p != nil }
 	send := func(p *gatePass, took time.Duration) {
 		g.sending(p)
 		now = now.Add(took)
@@ -21,17 +21,18 @@ func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whate
 	}
 
 	// Nothing known yet: one probe at a time; once it finished quickly the endpoint is fast.
-	p, _, _ := g.admit(fast, false)
+	p, _ := g.admit(fast, false)
 	require.NotNil(t, p)
 	require.False(t, admit(fast), "one probe at a time")
 	send(p, 10*time.Millisecond)
 	var passes []*gatePass
 	for range 3 {
-		p, _, _ := g.admit(fast, false)
+		p, _ := g.admit(fast, false)
 		require.NotNil(t, p, "a fast endpoint gets up to its cap")
 		passes = append(passes, p)
 	}
-	require.False(t, admit(fast), "and no more")
+	_, refused := g.admit(fast, false)
+	require.Equal(t, "endpoint_busy", refused.reason, "and no more")
 	for _, p := range passes {
 		send(p, time.Millisecond)
 	}
@@ -41,7 +42,7 @@ func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whate
 	var probes []*gatePass
 	for i := range stalled {
 		stalled[i] = uuid.New()
-		if p, _, _ := g.admit(stalled[i], false); p != nil {
+		if p, _ := g.admit(stalled[i], false); p != nil {
 			g.sending(p)
 			probes = append(probes, p)
 		}
@@ -49,7 +50,8 @@ func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whate
 	require.Len(t, probes, 2)
 	now = now.Add(20 * time.Second)
 	for _, s := range stalled {
-		require.False(t, admit(s), "still probing or waiting for a probe place")
+		_, refused := g.admit(s, false)
+		require.Equal(t, "endpoint_probing", refused.reason, "still probing or waiting for a probe place")
 	}
 	// The probes time out: those endpoints are slow now, and slow ones share half the capacity (4).
 	for _, p := range probes {
@@ -59,13 +61,15 @@ func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whate
 	slow := 0
 	for range 3 {
 		for _, s := range stalled[:2] {
-			if p, _, _ := g.admit(s, false); p != nil {
+			if p, _ := g.admit(s, false); p != nil {
 				g.sending(p)
 				slow++
 			}
 		}
 	}
 	require.Equal(t, 4, slow, "two per slow endpoint, four in all")
+	_, refused = g.admit(stalled[0], false)
+	require.Equal(t, "endpoint_slow", refused.reason)
 	for _, s := range stalled[2:4] {
 		require.True(t, admit(s), "probe places are free again")
 	}
@@ -73,10 +77,10 @@ func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whate
 	require.Equal(t, 2, g.probes())
 	// An endpoint this replica never sent to, whose last attempt elsewhere succeeded, probes beyond the quarter.
 	vouched := uuid.New()
-	p, _, _ = g.admit(vouched, true)
+	p, _ = g.admit(vouched, true)
 	require.NotNil(t, p, "vouched: a probe though the probe places are full")
-	_, _, worthWaiting := g.admit(vouched, true)
-	require.True(t, worthWaiting, "still one probe at a time: the next waits a moment for it")
+	_, refused = g.admit(vouched, true)
+	require.True(t, refused.worthWaiting, "still one probe at a time: the next waits a moment for it")
 	send(p, 10*time.Millisecond)
 	require.Equal(t, classFast, g.class(g.endpoints[vouched], now))
 	require.False(t, admit(uuid.New()), "an endpoint nobody vouched for waits for a probe place")
@@ -84,7 +88,7 @@ func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whate
 	// Six of eight handlers hang; the fast endpoint still gets its own cap.
 	passes = passes[:0]
 	for range 3 {
-		p, _, _ := g.admit(fast, false)
+		p, _ := g.admit(fast, false)
 		require.NotNil(t, p)
 		passes = append(passes, p)
 	}
@@ -98,7 +102,7 @@ func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whate
 func Test_the_send_gate_times_only_the_HTTP_request_and_a_slow_verdict_lapses_into_a_probe(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	g := newSendGate(8, 3, func() time.Time { return now })
-	admit := func(sub uuid.UUID) *gatePass { p, _, _ := g.admit(sub, false); return p }
+	admit := func(sub uuid.UUID) *gatePass { p, _ := g.admit(sub, false); return p }
 	endpoint, hung := uuid.New(), []uuid.UUID{uuid.New(), uuid.New()}
 
 	// A quick request, then a slow commit of its outcome before the place is given back.

@@ -82,18 +82,18 @@ func (s *Service) attemptAtSlot(ctx context.Context, req contract.DeliveryReques
 
 // attemptGated attempts once the send gate admits the endpoint; else the delivery is put back.
 func (s *Service) attemptGated(ctx context.Context, req contract.DeliveryRequestedPayload, terms sendingTerms) error {
-	pass, retryIn, worthWaiting := s.gate.admit(req.SubscriptionID, terms.lastSucceeded)
-	for deadline := time.Now().Add(briefWait); pass == nil && worthWaiting && time.Now().Before(deadline); {
+	pass, refused := s.gate.admit(req.SubscriptionID, terms.lastSucceeded)
+	for deadline := time.Now().Add(briefWait); pass == nil && refused.worthWaiting && time.Now().Before(deadline); {
 		select {
 		case <-time.After(5 * time.Millisecond):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		pass, retryIn, worthWaiting = s.gate.admit(req.SubscriptionID, terms.lastSucceeded)
+		pass, refused = s.gate.admit(req.SubscriptionID, terms.lastSucceeded)
 	}
 	if pass == nil {
-		s.metrics.putBack.WithLabelValues("endpoint_busy").Inc()
-		return s.putBack(ctx, req, s.now().Add(retryIn), req.RateSlotAt)
+		s.metrics.putBack.WithLabelValues(refused.reason).Inc()
+		return s.putBack(ctx, req, s.now().Add(refused.retryIn), req.RateSlotAt)
 	}
 	defer s.gate.release(pass)
 	return s.attempt(ctx, req, pass)

@@ -206,8 +206,8 @@ type fanOutTarget struct {
 	failing    bool // failingHealth: its new deliveries wait for the sweep
 }
 
-// failingHealth says, of a subscription's health row h, that its endpoint is failing: its last
-// failingAfter attempts failed. Such an endpoint's new deliveries wait for the sweep instead of being
+// failingHealth says, of a subscription's health row h, that its endpoint is failing: its last 3
+// attempts failed (one failure may be a blip; three are a pattern). Such an endpoint's new deliveries wait for the sweep instead of being
 // requested at once, and the sweep serves it after healthy ones: endpoints that hang or refuse must
 // not fill the queue and the sweep that healthy ones need.
 const failingHealth = "coalesce(h.consecutive_failures, 0) >= 3"
@@ -366,8 +366,9 @@ func (s store) saveDelivery(ctx context.Context, d *Delivery) error {
 // and so on, at most perSubscription of each, so one endpoint's backlog cannot fill the batch while
 // another's retries wait. A failing subscription (failingHealth) gets its first turn with the others
 // and its further turns after every healthy one's: endpoints that hang keep many deliveries due (put
-// back by the send gate, or new), and those must not crowd a healthy endpoint's out of the batch. Paused and disabled subscriptions, and disabled tenants, are skipped: their deliveries
-// wait, pending, with no attempt spent.
+// back by the send gate, or new), and those must not crowd a healthy endpoint's out of the batch.
+// Paused and disabled subscriptions, and disabled tenants, are skipped: their deliveries wait,
+// pending, with no attempt spent.
 func (s store) dueDeliveries(ctx context.Context, now time.Time, limit, perSubscription int) ([]*Delivery, error) {
 	var ds []*Delivery
 	err := s.conn(ctx).Raw(`SELECT d.* FROM webhook_subscriptions s

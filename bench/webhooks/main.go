@@ -141,6 +141,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("latency: %w", err)
 	}
+	printReplicaCounters(ctx, env, "keelson_webhooks_put_back_total", "keelson_webhooks_stale_requests_total", "keelson_webhooks_delivery_outcomes_total")
 	if !o.noPgbench {
 		tps, err := benchenv.Pgbench(ctx, o.adminURL, nil)
 		if err != nil {

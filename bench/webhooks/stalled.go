@@ -86,7 +86,6 @@ func stallEndpoints(ctx context.Context, e *environment, o options) (stop func()
 		close(done)
 		wg.Wait()
 		fmt.Printf("stalled endpoints: %d events posted (%d deliveries), %d requests reached them\n\n", posted, posted*o.stalled, requests.Load())
-		printReplicaCounters(ctx, e, "keelson_webhooks_put_back_total", "keelson_webhooks_stale_requests_total", "keelson_webhooks_delivery_outcomes_total")
 		closeAll()
 	}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -259,4 +260,28 @@ func (e *environment) publish(ctx context.Context, client int, _, eventType stri
 		return "", err
 	}
 	return decodeID(out), nil
+}
+
+// printReplicaCounters prints replica 0's samples of the named metrics: where the waits came from.
+func printReplicaCounters(ctx context.Context, e *environment, names ...string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.profiles+"/metrics", nil)
+	if err != nil {
+		return
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Printf("replica 0's metrics: %v\n\n", err)
+		return
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	fmt.Println("replica 0's counters:")
+	for line := range strings.Lines(string(body)) {
+		for _, n := range names {
+			if strings.HasPrefix(line, n) {
+				fmt.Print("    ", line)
+			}
+		}
+	}
+	fmt.Println()
 }

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,28 +86,4 @@ func stallEndpoints(ctx context.Context, e *environment, o options) (stop func()
 		fmt.Printf("stalled endpoints: %d events posted (%d deliveries), %d requests reached them\n\n", posted, posted*o.stalled, requests.Load())
 		closeAll()
 	}, nil
-}
-
-// printReplicaCounters prints replica 0's samples of the named metrics: where the waits came from.
-func printReplicaCounters(ctx context.Context, e *environment, names ...string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.profiles+"/metrics", nil)
-	if err != nil {
-		return
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		fmt.Printf("replica 0's metrics: %v\n\n", err)
-		return
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	fmt.Println("replica 0's counters:")
-	for line := range strings.Lines(string(body)) {
-		for _, n := range names {
-			if strings.HasPrefix(line, n) {
-				fmt.Print("    ", line)
-			}
-		}
-	}
-	fmt.Println()
 }

@@ -101,19 +101,7 @@ func Test_stalled_endpoints_on_two_replicas_leave_sending_capacity_to_a_healthy_
 	cfg.Concurrency = 8 // per replica: the stalled endpoints alone could hold every handler
 	a := newHarness(t, cfg, harnessOptions{bus: true, jobs: true})
 	b := newHarness(t, cfg, harnessOptions{database: a.database, bus: true, jobs: true})
-	release := make(chan struct{})
-	stalled := make([]*receiver, 10)
-	for i := range stalled {
-		stalled[i] = newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
-			select { // never answers within the send timeout
-			case <-release:
-			case <-r.Context().Done():
-			}
-		})
-		a.subscribe(stalled[i].URL, "stalled.*")
-	}
-	// Registered after the receivers, so it runs before their Close, which waits for the stalled requests.
-	t.Cleanup(func() { close(release) })
+	stalled := hangingEndpoints(t, a, 10, "stalled.*")
 	healthy := newReceiver(t, nil)
 	a.subscribe(healthy.URL, "healthy.*")
 	ctx := tenantContext()
@@ -131,13 +119,8 @@ func Test_stalled_endpoints_on_two_replicas_leave_sending_capacity_to_a_healthy_
 		_, err := a.svc.PublishEvent(ctx, EventInput{Type: "stalled.tick", Data: []byte(`{}`)})
 		require.NoError(t, err)
 	}
-	hosttest.Eventually(t, 20*time.Second, func() bool {
-		n := 0
-		for _, s := range stalled {
-			n += s.count()
-		}
-		return n >= 4
-	}, "stalled endpoints hold sends in flight on both replicas")
+	hosttest.Eventually(t, 20*time.Second, func() bool { return requestsReached(stalled) >= 4 },
+		"stalled endpoints hold sends in flight on both replicas")
 
 	// While those sends hang (a minute), the healthy endpoint's events go through at once.
 	started := time.Now()
@@ -173,18 +156,7 @@ func Test_a_replica_that_never_sent_to_an_endpoint_whose_last_attempt_succeeded_
 	cfg.SendTimeout, cfg.ClaimLease = time.Minute, 2*time.Minute
 	cfg.Concurrency = 8 // two probe places: the hanging endpoints fill them for a minute
 	h := newHarness(t, cfg, harnessOptions{bus: true, jobs: true})
-	release := make(chan struct{})
-	stalled := make([]*receiver, 10)
-	for i := range stalled {
-		stalled[i] = newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
-			select {
-			case <-release:
-			case <-r.Context().Done():
-			}
-		})
-		h.subscribe(stalled[i].URL, "stalled.*")
-	}
-	t.Cleanup(func() { close(release) })
+	stalled := hangingEndpoints(t, h, 10, "stalled.*")
 	healthy := newReceiver(t, nil)
 	id, _ := h.subscribe(healthy.URL, "healthy.*")
 	// Another replica's last attempt to it succeeded; this one has not sent to it.
@@ -195,13 +167,7 @@ func Test_a_replica_that_never_sent_to_an_endpoint_whose_last_attempt_succeeded_
 		_, err := h.svc.PublishEvent(ctx, EventInput{Type: "stalled.tick", Data: []byte(`{}`)})
 		require.NoError(t, err)
 	}
-	hosttest.Eventually(t, 20*time.Second, func() bool {
-		n := 0
-		for _, s := range stalled {
-			n += s.count()
-		}
-		return n >= 2
-	}, "hanging probes hold the probe places")
+	hosttest.Eventually(t, 20*time.Second, func() bool { return requestsReached(stalled) >= 2 }, "hanging probes hold the probe places")
 
 	started := time.Now()
 	for range 10 {
@@ -211,4 +177,32 @@ func Test_a_replica_that_never_sent_to_an_endpoint_whose_last_attempt_succeeded_
 	hosttest.Eventually(t, 45*time.Second, func() bool { return healthy.count() == 10 }, "healthy deliveries sent")
 	require.Less(t, time.Since(started), cfg.SendTimeout, "before any probe place freed")
 	t.Logf("10 deliveries to the vouched endpoint in %s", time.Since(started))
+}
+
+// hangingEndpoints subscribes, through h, n endpoints that never answer within the send timeout; their
+// requests are let go when the test ends.
+func hangingEndpoints(t *testing.T, h *harness, n int, pattern string) []*receiver {
+	release := make(chan struct{})
+	rs := make([]*receiver, n)
+	for i := range rs {
+		rs[i] = newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		})
+		h.subscribe(rs[i].URL, pattern)
+	}
+	// Registered after the receivers, so it runs before their Close, which waits for the hanging requests.
+	t.Cleanup(func() { close(release) })
+	return rs
+}
+
+// requestsReached counts the requests that reached rs.
+func requestsReached(rs []*receiver) int {
+	n := 0
+	for _, r := range rs {
+		n += r.count()
+	}
+	return n
 }

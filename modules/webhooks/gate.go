@@ -37,7 +37,12 @@ type sendGate struct {
 	slowPerEndpoint int
 	slowAfter       time.Duration
 	now             func() time.Time
+	admits          int // since the last forget
 }
+
+// forgetEvery is how many admits pass between two forgets of the endpoints the gate knows nothing
+// useful of: the map stays as large as the endpoints sent to within forgetAfter, not all ever seen.
+const forgetEvery = 1024
 
 // endpointLoad is what the gate knows of one subscription's endpoint on this replica.
 type endpointLoad struct {
@@ -121,6 +126,9 @@ func (g *sendGate) admit(sub uuid.UUID, vouched bool) (*gatePass, refusal) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
+	if g.admits++; g.admits >= forgetEvery {
+		g.forget(now)
+	}
 	e := g.endpoints[sub]
 	if e == nil {
 		e = &endpointLoad{inFlight: map[*gatePass]struct{}{}}
@@ -151,6 +159,17 @@ func (g *sendGate) admit(sub uuid.UUID, vouched bool) (*gatePass, refusal) {
 	e.inFlight[p] = struct{}{}
 	g.busy[sub] = e
 	return p, refusal{}
+}
+
+// forget drops the endpoints with nothing in flight whose verdict is none or lapsed: an endpoint
+// absent from the map is judged the same way (unknown), so this changes no decision.
+func (g *sendGate) forget(now time.Time) {
+	g.admits = 0
+	for sub, e := range g.endpoints {
+		if len(e.inFlight) == 0 && (e.ewma == 0 || now.Sub(e.learned) > forgetAfter) {
+			delete(g.endpoints, sub)
+		}
+	}
 }
 
 // inFlightOf counts the sends in flight to endpoints of one class, probes apart.

@@ -181,3 +181,35 @@ func Test_a_request_waits_for_a_probe_still_in_its_take_but_not_for_one_whose_re
 	_, refused = g.admit(endpoint, false)
 	require.False(t, refused.worthWaiting, "one that runs longer may hang: put back")
 }
+
+func Test_the_send_gate_forgets_endpoints_it_knows_nothing_useful_of(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	g := newSendGate(8, 3, func() time.Time { return now })
+	lapsed, refusedOnly, sending, fresh := uuid.New(), uuid.New(), uuid.New(), uuid.New()
+	p, _ := g.admit(lapsed, false)
+	g.sending(p)
+	g.sent(p, 10*time.Millisecond)
+	g.release(p)
+	now = now.Add(forgetAfter + time.Second)
+	g.probeCap = 0 // a new endpoint is refused: an entry with nothing learned
+	_, refused := g.admit(refusedOnly, false)
+	require.Equal(t, "endpoint_probing", refused.reason)
+	g.probeCap = 2
+	hanging, _ := g.admit(sending, false)
+	g.sending(hanging)
+	p, _ = g.admit(fresh, false)
+	g.sending(p)
+	g.sent(p, 10*time.Millisecond)
+	g.release(p)
+
+	g.forget(now)
+
+	require.NotContains(t, g.endpoints, lapsed)
+	require.NotContains(t, g.endpoints, refusedOnly)
+	require.Contains(t, g.endpoints, sending, "a send in flight")
+	require.Contains(t, g.endpoints, fresh, "a verdict that stands")
+	for range forgetEvery {
+		g.admit(uuid.New(), false)
+	}
+	require.Less(t, len(g.endpoints), forgetEvery, "admits forget on their own")
+}

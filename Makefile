@@ -3,7 +3,7 @@ BUILD_FLAGS := -trimpath -ldflags "-s -w"
 GOLANGCI_LINT_VERSION := v2.15.0
 GOVULNCHECK_VERSION := v1.9.0
 
-.PHONY: run build migrate serve test fuzz tidy-check vuln lint bench fmt services screenshots test-compose test-compose-cluster
+.PHONY: run build migrate serve test allocs fuzz tidy-check vuln lint bench fmt services screenshots test-compose test-compose-cluster
 
 ## services: install (when missing) and start PostgreSQL and RabbitMQ on 127.0.0.1
 services:
@@ -25,7 +25,12 @@ migrate: build
 test: services tidy-check
 	go vet ./...
 	go test -race -count=1 -timeout 30m ./...
+	$(MAKE) allocs
 	$(MAKE) fuzz
+
+## allocs: the tests that count allocations, without the race detector (it makes sync.Pool drop items)
+allocs:
+	go test -count=1 -run 'allocates' ./...
 
 ## fuzz: each JSON request-body fuzz target for FUZZTIME inputs (5000x, 15–20 s here); any 5xx fails.
 ## A count, not a duration: Go 1.26's fuzz coordinator can fail a target with a bare

@@ -105,10 +105,9 @@ func (g *sendGate) class(e *endpointLoad, now time.Time) endpointClass {
 	}
 }
 
-// briefWait is how long an endpoint's probe may have been sending, or how fast its average, for a
-// refused request to wait a moment for a place instead of being put back: a burst to an endpoint that
-// answers quickly then goes through at once, while requests for hanging endpoints leave their handlers
-// at once. A probe still in its take counts as young: that wait is our database's, not the endpoint's.
+// briefWait is how young an endpoint's probe may be, or how fast its average, for a refused request
+// to wait a moment for a place instead of being put back: a burst to an endpoint that answers quickly
+// then goes through at once, while requests for hanging endpoints leave their handlers at once.
 const briefWait = 250 * time.Millisecond
 
 // refusal says why admit let no send start, how long to put the request back for, and whether a place
@@ -117,7 +116,6 @@ type refusal struct {
 	reason       string // the put-back metric's: endpoint_busy (fast, at its cap), endpoint_probing, endpoint_slow
 	retryIn      time.Duration
 	worthWaiting bool
-	probeTaking  bool // the endpoint's probe has not started its request: the wait is ours, not the endpoint's
 }
 
 // admit lets a send to sub start, or says why not. vouched says the endpoint's last attempt, on any
@@ -143,12 +141,11 @@ func (g *sendGate) admit(sub uuid.UUID, vouched bool) (*gatePass, refusal) {
 		}
 	case classUnknown:
 		if n >= 1 || (!vouched && g.probes() >= g.probeCap) {
-			r := refusal{reason: "endpoint_probing", retryIn: g.slowAfter}
+			young := false
 			for p := range e.inFlight {
-				r.probeTaking = p.sending.IsZero()
-				r.worthWaiting = r.probeTaking || now.Sub(p.sending) < briefWait
+				young = now.Sub(p.admitted) < briefWait
 			}
-			return nil, r
+			return nil, refusal{reason: "endpoint_probing", retryIn: g.slowAfter, worthWaiting: young}
 		}
 	case classSlow:
 		if n >= g.slowPerEndpoint || g.inFlightOf(classSlow, now) >= g.slowCap {

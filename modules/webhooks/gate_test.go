@@ -159,29 +159,6 @@ func Test_the_send_gate_times_only_the_HTTP_request_and_a_slow_verdict_lapses_in
 	require.Equal(t, classFast, g.class(g.endpoints[endpoint], now), "the probe's duration replaces the lapsed average")
 }
 
-func Test_a_request_waits_for_a_probe_still_in_its_take_but_not_for_one_whose_request_runs_past_a_moment(t *testing.T) {
-	now := time.Unix(1_700_000_000, 0)
-	g := newSendGate(8, 3, func() time.Time { return now })
-	endpoint := uuid.New()
-	probe, _ := g.admit(endpoint, false)
-	require.NotNil(t, probe)
-
-	now = now.Add(time.Second) // the probe's take waits for a busy database
-	_, refused := g.admit(endpoint, false)
-	require.Equal(t, "endpoint_probing", refused.reason)
-	require.True(t, refused.worthWaiting, "its wait is ours")
-	require.True(t, refused.probeTaking)
-
-	g.sending(probe)
-	now = now.Add(briefWait / 2)
-	_, refused = g.admit(endpoint, false)
-	require.True(t, refused.worthWaiting, "a request a moment old may answer soon")
-	require.False(t, refused.probeTaking)
-	now = now.Add(briefWait)
-	_, refused = g.admit(endpoint, false)
-	require.False(t, refused.worthWaiting, "one that runs longer may hang: put back")
-}
-
 func Test_the_send_gate_forgets_endpoints_it_knows_nothing_useful_of(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	g := newSendGate(8, 3, func() time.Time { return now })

@@ -90,10 +90,6 @@ func (s *Service) attemptGated(ctx context.Context, req contract.DeliveryRequest
 			return ctx.Err()
 		}
 		pass, refused = s.gate.admit(req.SubscriptionID, terms.lastSucceeded)
-		if refused.probeTaking {
-			// The probe waits for our own take (bounded by takeWriteBound): the endpoint's patience starts with its request.
-			deadline = time.Now().Add(briefWait)
-		}
 	}
 	if pass == nil {
 		s.metrics.putBack.WithLabelValues(refused.reason).Inc()

@@ -266,25 +266,19 @@ func (s *Service) storeEvents(ctx context.Context, reqs []ingestRequest) ([]inge
 				continue
 			}
 			n++
-			if t.failing {
-				d, err := newWaitingDelivery(t.id, r.in.ID, r.in.Type, now)
-				if err != nil {
-					return nil, err
-				}
-				d.TenantID = r.tenant
-				deliveries = append(deliveries, d)
-				continue
-			}
-			d, claim, err := newDelivery(t.id, r.in.ID, r.in.Type, now, s.cfg.ClaimLease, s.instance)
+			d, err := newWaitingDelivery(t.id, r.in.ID, r.in.Type, now)
 			if err != nil {
 				return nil, err
 			}
 			d.TenantID = r.tenant
-			req, err := s.deliveryRequested(r.ctx, d, claim)
+			deliveries = append(deliveries, d)
+			if t.failing {
+				continue // due and unclaimed: the sweep requests it
+			}
+			req, err := s.deliveryRequested(r.ctx, d, d.Claim(now, s.cfg.ClaimLease, s.instance))
 			if err != nil {
 				return nil, err
 			}
-			deliveries = append(deliveries, d)
 			requests = append(requests, req.InTraceOf(r.ctx))
 		}
 		out[i] = ingestResult{out: Ingested{ID: r.in.ID, Type: r.in.Type, Deliveries: n}, stored: true}

@@ -144,7 +144,7 @@ func (s store) sendingTerms(ctx context.Context, sub uuid.UUID) (sendingTerms, e
 	}
 	var rate sql.NullFloat64
 	var succeeded bool
-	err = s.conn(ctx).Raw(`SELECT s.rate_limit, coalesce(h.last_success_at IS NOT NULL AND h.failing_since IS NULL, false)
+	err = s.conn(ctx).Raw(`SELECT s.rate_limit, `+succeededHealth+`
 		FROM webhook_subscriptions s LEFT JOIN webhook_subscription_health h ON h.subscription_id = s.id
 		WHERE s.tenant_id = ? AND s.id = ?`, tenant, sub).Row().Scan(&rate, &succeeded)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -212,6 +212,10 @@ type fanOutTarget struct {
 // not fill the queue and the sweep that healthy ones need.
 const failingHealth = "coalesce(h.consecutive_failures, 0) >= 3"
 
+// succeededHealth says, of a subscription's health row h, that its last attempt, on any replica,
+// succeeded: the send gate lets such an endpoint probe beyond the quarter kept for probes.
+const succeededHealth = "coalesce(h.last_success_at IS NOT NULL AND h.failing_since IS NULL, false)"
+
 // fanOutTargets are the subscriptions of tenants that events fan out to, by tenant: active and paused
 // ones (Subscription.receivesEvents). Every event reads them, so only the columns it needs.
 func (s store) fanOutTargets(ctx context.Context, tenants []uuid.UUID) (map[uuid.UUID][]fanOutTarget, error) {

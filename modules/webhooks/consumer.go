@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql/driver"
 	"encoding/json"
+	"errors"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -49,25 +51,60 @@ type Attempt struct {
 // TableName is the module's table.
 func (Attempt) TableName() string { return "webhook_attempts" }
 
-// handleDeliveryRequested attempts one claimed delivery. It first TAKES the claim: one conditional
-// UPDATE (store.takeClaims) marks the claim's attempt as started, opens its attempt row and reads what
-// to send, so of all copies of one request, on any replica, at most one handler sends; a stale or
-// duplicated copy, or one whose subscription is not active, matches no row and sends nothing (the
-// delivery stays pending). The take restarts the lease (next_attempt_at = now + lease, and the send
-// timeout is shorter) unless enough of it remains (keptLease), so the sweep cannot claim the row
-// again while the send runs. A handler that dies after the take leaves the row pending and its
-// attempt in_flight: the sweep claims it afresh after the lease, that new claim is sent once more
-// and its take closes the old attempt as unknown — at least once overall, at most one send per claim.
-// The outcome is committed with the xmin check against the take's version: if a redelivery changed
-// the row meanwhile, this attempt is recorded as superseded and the redelivery's attempt counts.
+// handleDeliveryRequested attempts each claimed delivery a request names (DeliveriesRequested, or
+// the single DeliveryRequested of earlier versions), all at once, each as if it were a message of its
+// own (attemptRequested), and returns when all of them are done: the message is acknowledged after
+// every outcome committed. If any of them failed, the message is handled again; the copies of the
+// deliveries already attempted or put back are stale by then and send nothing.
+func (s *Service) handleDeliveryRequested(ctx context.Context, e messaging.Event) error {
+	var reqs []contract.DeliveryRequestedPayload
+	if e.Type == contract.DeliveryRequested {
+		var req contract.DeliveryRequestedPayload
+		if err := e.Decode(&req); err != nil {
+			return err
+		}
+		reqs = []contract.DeliveryRequestedPayload{req}
+	} else {
+		var p contract.DeliveriesRequestedPayload
+		if err := e.Decode(&p); err != nil {
+			return err
+		}
+		reqs = p.Deliveries
+	}
+	if len(reqs) == 1 {
+		return s.attemptRequested(ctx, reqs[0])
+	}
+	errs := make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		wg.Go(func() { errs[i] = s.attemptRequested(ctx, req) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// attemptRequested attempts one claimed delivery in one of the replica's Concurrency handler places.
+// It first TAKES the claim: one conditional UPDATE (store.takeClaims) marks the claim's attempt as
+// started, opens its attempt row and reads what to send, so of all copies of one request, on any
+// replica, at most one handler sends; a stale or duplicated copy, or one whose subscription is not
+// active, matches no row and sends nothing (the delivery stays pending). The take restarts the lease
+// (next_attempt_at = now + lease, and the send timeout is shorter) unless enough of it remains
+// (keptLease), so the sweep cannot claim the row again while the send runs. A handler that dies after
+// the take leaves the row pending and its attempt in_flight: the sweep claims it afresh after the
+// lease, that new claim is sent once more and its take closes the old attempt as unknown — at least
+// once overall, at most one send per claim. The outcome is committed with the xmin check against the
+// take's version: if a redelivery changed the row meanwhile, this attempt is recorded as superseded
+// and the redelivery's attempt counts.
 //
 // Before the take, the subscription's rate limit and the replica's send gate may make the request wait
 // (attemptWithinLimits): then nothing is taken and no attempt is spent.
-func (s *Service) handleDeliveryRequested(ctx context.Context, e messaging.Event) error {
-	var req contract.DeliveryRequestedPayload
-	if err := e.Decode(&req); err != nil {
-		return err
+func (s *Service) attemptRequested(ctx context.Context, req contract.DeliveryRequestedPayload) error {
+	select {
+	case s.handling <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
+	defer func() { <-s.handling }()
 	if req.SubscriptionID == uuid.Nil {
 		// A request published before requests named their subscription.
 		sub, ok, err := s.store.subscriptionOf(ctx, req.DeliveryID)

@@ -252,7 +252,7 @@ func Test_a_stale_delivery_request_sends_nothing(t *testing.T) {
 	ctx := tenantContext()
 
 	// A duplicate of the original request (its claim is gone) and a request with a made-up claim,
-	// both through RabbitMQ and straight into the handler.
+	// both through RabbitMQ and straight into the handler, in the one-delivery form of earlier versions.
 	hosttest.Eventually(t, 30*time.Second, func() bool { return len(h.observedRequests(d.ID)) == 1 }, "original request observed")
 	stale := append(h.observedRequests(d.ID), contract.DeliveryRequestedPayload{DeliveryID: d.ID, ClaimID: uuid.New()})
 	staleBefore := hosttest.Metric(t, h.registry, "keelson_webhooks_stale_requests_total")

@@ -261,6 +261,7 @@ func (s *Service) storeEvents(ctx context.Context, reqs []ingestRequest) ([]inge
 			continue
 		}
 		n := 0
+		var requested []*Delivery
 		for _, t := range targets[r.tenant] {
 			if !anyPatternMatches(t.eventTypes, r.in.Type) {
 				continue
@@ -275,11 +276,15 @@ func (s *Service) storeEvents(ctx context.Context, reqs []ingestRequest) ([]inge
 			if t.failing {
 				continue // due and unclaimed: the sweep requests it
 			}
-			req, err := s.deliveryRequested(r.ctx, d, d.Claim(now, s.cfg.ClaimLease, s.instance))
-			if err != nil {
-				return nil, err
-			}
-			requests = append(requests, req.InTraceOf(r.ctx))
+			d.Claim(now, s.cfg.ClaimLease, s.instance)
+			requested = append(requested, d)
+		}
+		events, err := s.deliveryRequests(r.ctx, requested)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range events {
+			requests = append(requests, e.InTraceOf(r.ctx))
 		}
 		out[i] = ingestResult{out: Ingested{ID: r.in.ID, Type: r.in.Type, Deliveries: n}, stored: true}
 	}
@@ -294,13 +299,37 @@ func (s *Service) storeEvents(ctx context.Context, reqs []ingestRequest) ([]inge
 	return out, nil
 }
 
-// deliveryRequested is the outbox message asking a consumer to attempt a claimed delivery.
-func (s *Service) deliveryRequested(ctx context.Context, d *Delivery, claim uuid.UUID) (messaging.Event, error) {
-	e, err := messaging.NewEvent(ctx, contract.Source, contract.DeliveryRequested, contract.DeliveryRequestedPayload{
-		DeliveryID: d.ID, ClaimID: claim, SubscriptionID: d.SubscriptionID, RateSlotAt: d.RateSlotAt,
-	})
-	if d.TenantID != uuid.Nil {
-		e.TenantID = d.TenantID // the sweep claims in a system context: the delivery names its tenant
+// requestBatch is the most deliveries one DeliveriesRequested message names: a consumer attempts them
+// together, and acknowledges the message when the last of them is done.
+const requestBatch = 64
+
+// deliveryRequests are the outbox messages asking consumers to attempt claimed deliveries, each under
+// its current claim: one DeliveriesRequested per tenant and requestBatch deliveries, in their order.
+// One message for many deliveries is one outbox row, one publish and one consume for all of them.
+func (s *Service) deliveryRequests(ctx context.Context, ds []*Delivery) ([]messaging.Event, error) {
+	var out []messaging.Event
+	for len(ds) > 0 {
+		tenant := ds[0].TenantID
+		var batch []contract.DeliveryRequestedPayload
+		rest := ds[:0:0]
+		for _, d := range ds {
+			if d.TenantID != tenant || len(batch) == requestBatch {
+				rest = append(rest, d)
+				continue
+			}
+			batch = append(batch, contract.DeliveryRequestedPayload{
+				DeliveryID: d.ID, ClaimID: *d.ClaimID, SubscriptionID: d.SubscriptionID, RateSlotAt: d.RateSlotAt,
+			})
+		}
+		e, err := messaging.NewEvent(ctx, contract.Source, contract.DeliveriesRequested, contract.DeliveriesRequestedPayload{Deliveries: batch})
+		if err != nil {
+			return nil, err
+		}
+		if tenant != uuid.Nil {
+			e.TenantID = tenant // the sweep claims in a system context: the deliveries name their tenant
+		}
+		out = append(out, e)
+		ds = rest
 	}
-	return e, err
+	return out, nil
 }

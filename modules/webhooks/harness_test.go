@@ -46,7 +46,7 @@ type harness struct {
 
 	mu        sync.Mutex
 	failed    []contract.DeliveryFailedPayload    // webhooks.delivery_failed events seen by an observer
-	requested []contract.DeliveryRequestedPayload // webhooks.delivery_requested events seen by an observer
+	requested []contract.DeliveryRequestedPayload // deliveries requested by the webhooks.deliveries_requested events an observer saw
 	results   []pcontract.ActionResult            // assistant.action_result events seen by an observer
 	disabled  []contract.SubscriptionDisabledPayload
 }
@@ -115,7 +115,7 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 		contract: hosttest.LoadContract(t, srv.URL)}
 	if opts.bus {
 		subs := append(reg.Subscriptions(), messaging.Subscription{
-			Consumer: "test.observer", EventTypes: []string{contract.DeliveryFailed, contract.DeliveryRequested, pcontract.EventActionResult,
+			Consumer: "test.observer", EventTypes: []string{contract.DeliveryFailed, contract.DeliveriesRequested, pcontract.EventActionResult,
 				contract.SubscriptionDisabled},
 			Handle: h.observe,
 		})
@@ -251,16 +251,16 @@ func (h *harness) outbox() []outboxMessage {
 	return out
 }
 
-// deliveryRequests are the DeliveryRequested messages in the outbox.
+// deliveryRequests are the deliveries requested by the messages in the outbox, in order.
 func (h *harness) deliveryRequests() []contract.DeliveryRequestedPayload {
 	var out []contract.DeliveryRequestedPayload
 	for _, m := range h.outbox() {
-		if m.Topic != contract.DeliveryRequested {
+		if m.Topic != contract.DeliveriesRequested {
 			continue
 		}
-		var p contract.DeliveryRequestedPayload
+		var p contract.DeliveriesRequestedPayload
 		require.NoError(h.t, json.Unmarshal(m.Payload, &p))
-		out = append(out, p)
+		out = append(out, p.Deliveries...)
 	}
 	return out
 }
@@ -288,17 +288,17 @@ func (h *harness) observe(_ context.Context, e messaging.Event) error {
 			return err
 		}
 		h.results = append(h.results, p)
-	default:
-		var p contract.DeliveryRequestedPayload
+	case contract.DeliveriesRequested:
+		var p contract.DeliveriesRequestedPayload
 		if err := e.Decode(&p); err != nil {
 			return err
 		}
-		h.requested = append(h.requested, p)
+		h.requested = append(h.requested, p.Deliveries...)
 	}
 	return nil
 }
 
-// observedRequests are the DeliveryRequested events of one delivery seen so far.
+// observedRequests are the requests of one delivery an observer saw so far.
 func (h *harness) observedRequests(id uuid.UUID) []contract.DeliveryRequestedPayload {
 	h.mu.Lock()
 	defer h.mu.Unlock()

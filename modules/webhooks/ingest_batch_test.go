@@ -116,23 +116,23 @@ func Test_events_published_together_share_one_unit_of_work_and_each_caller_gets_
 	}
 	assert.Equal(t, []int64{1, 1, int64(len(calls) - 3), 2}, sizes)
 
-	// Every delivery request continues the trace of the call that published its event.
+	// Every event's delivery request (one for all its deliveries) continues the trace of the call that published it.
 	traceOf := map[string]string{}
 	for _, c := range calls[:n] {
 		traceOf[c.in.ID] = c.trace.String()
 	}
 	var rows []struct{ Event, Envelope string }
 	require.NoError(t, h.db.Gorm().Raw(`SELECT d.event_id AS event, o.payload::text AS envelope FROM outbox_messages o
-		JOIN webhook_deliveries d ON d.id = ((convert_from(decode(o.payload->>'payload', 'base64'), 'UTF8'))::jsonb->>'delivery_id')::uuid
+		JOIN webhook_deliveries d ON d.id = ((convert_from(decode(o.payload->>'payload', 'base64'), 'UTF8'))::jsonb->'deliveries'->0->>'delivery_id')::uuid
 		WHERE d.event_id LIKE 'e-%'`).Scan(&rows).Error)
-	require.Len(t, rows, n/2*2+n/2)
+	require.Len(t, rows, n)
 	for _, r := range rows {
 		var env struct {
 			DestinationTopic string            `json:"destination_topic"`
 			Metadata         map[string]string `json:"metadata"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(r.Envelope), &env))
-		require.Equal(t, contract.DeliveryRequested, env.DestinationTopic)
+		require.Equal(t, contract.DeliveriesRequested, env.DestinationTopic)
 		assert.True(t, strings.Contains(env.Metadata["traceparent"], traceOf[r.Event]),
 			"event %s: traceparent %q, want trace %s", r.Event, env.Metadata["traceparent"], traceOf[r.Event])
 	}

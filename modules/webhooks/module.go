@@ -2,25 +2,28 @@
 // secrets, fan-out of events into claimed deliveries, a consumer that sends each claimed delivery
 // once, retries swept on a schedule, redelivery on request, and the attempt log.
 //
-// The consumer's pipeline, per DeliveryRequested message: take → send → complete
-// (Service.attempt). The take and the outcome are the two writes of a delivery, and each is
-// batched with those of the replica's other handlers (group commit, see batcher): the takes of
-// the requests that arrive together are one conditional UPDATE for all their (delivery, claim)
-// pairs (store.takeClaims), and the outcomes of the sends that end together one xmin-guarded
-// UPDATE (store.recordOutcomes). No timer: a batch is written as soon as the previous one ends,
-// so a lone request waits for nothing and a burst shares one statement and one commit.
+// The consumer's pipeline, per requested delivery: take → send → complete (Service.attempt). A
+// request message (DeliveriesRequested) names up to requestBatch claimed deliveries of one tenant —
+// those an event fanned out to, or those a sweep claimed — so one outbox row, one publish and one
+// consume serve all of them; its handler attempts each at once in a handler place of its own
+// (Concurrency per replica) and acknowledges the message when the last one is done. The take and the
+// outcome are the two writes of a delivery, and each is batched with those of the replica's other
+// handlers (group commit, see batcher): the takes of the requests that arrive together are one
+// conditional UPDATE for all their (delivery, claim) pairs (store.takeClaims), and the outcomes of
+// the sends that end together one xmin-guarded UPDATE (store.recordOutcomes). No timer: a batch is
+// written as soon as the previous one ends, so a lone request waits for nothing and a burst shares
+// one statement and one commit.
 //
-// Why batch there and not in the message loop: watermill's router hands messages one at a time
-// to up to Concurrency handlers, and the send gate, the rate limit and pause act per message
-// before the take. Collecting messages into batches in the AMQP loop would mean re-implementing
-// retry, dead-lettering and the one-copy-at-a-time rule for batches; acking early after a durable
-// take would instead be sound (the take is the durable record, the lease brings a taken row back
-// if the replica dies) but gains little once the writes are batched. So messages stay one per
-// handler, each acked only after its own outcome committed, exactly as before: every guarantee
-// of the message-at-a-time consumer holds, and only the database round trips and commits are
-// shared. A replica that dies with a batch uncommitted loses nothing: its messages return to the
-// queue (a take not committed took nothing; an outcome not committed leaves the row pending under
-// its lease and its attempt in_flight, closed as unknown by the next claim's take).
+// Why the requests are batched where they are published, not in the message loop: the deliveries
+// one unit of work claims are known together there, while collecting separate messages into batches
+// in the AMQP loop would mean re-implementing retry, dead-lettering and the one-copy-at-a-time rule
+// for batches. A message is acknowledged only after the outcomes of all its deliveries committed, so
+// every guarantee of a message per delivery holds: a copy handled again (after a failure, or on
+// another replica) finds its deliveries already taken or put back, and sends nothing for them; the
+// send gate, the rate limit and pause still act per delivery, before its take. A replica that dies
+// with a batch uncommitted loses nothing: its messages return to the queue (a take not committed
+// took nothing; an outcome not committed leaves the row pending under its lease and its attempt
+// in_flight, closed as unknown by the next claim's take).
 package webhooks
 
 import (
@@ -235,7 +238,7 @@ func (m *Module) Register(r *module.Registry) error {
 	// Every public event of every module becomes a webhook event: no list here.
 	r.PublicEvents(contract.Events...)
 	r.SubscribePublicEvents(messaging.Subscription{Consumer: fanoutConsumer, Handle: svc.handleIntegrationEvent})
-	r.Subscribe(messaging.Subscription{Consumer: deliveryConsumer, EventTypes: []string{contract.DeliveryRequested},
+	r.Subscribe(messaging.Subscription{Consumer: deliveryConsumer, EventTypes: []string{contract.DeliveriesRequested, contract.DeliveryRequested},
 		Concurrency: m.cfg.Concurrency, Handle: svc.handleDeliveryRequested})
 	r.Schedule(jobs.Schedule{Name: sweepSchedule, Interval: m.cfg.SweepInterval, Run: svc.Sweep})
 	r.Loop(module.Loop{Name: "webhooks opened keys", Run: func(ctx context.Context) error {
@@ -269,6 +272,7 @@ type Service struct {
 	// instance names this replica in claims and attempts (module.Deps.InstanceID, else hostname:pid).
 	instance string
 	gate     *sendGate
+	handling chan struct{} // a place for each delivery being handled: Concurrency of them
 	terms    *termsCache
 	sealer   sealer                                // secrets and header values at rest; set by Register (none: stored as they are)
 	takes    *batcher[takeRequest, takeResult]     // the take of each handled request, batched
@@ -308,6 +312,7 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 		sender: newSender(cfg.SendTimeout, targets, time.Now),
 		log:    log, metrics: met, now: database.Now, jitter: jitter, instance: defaultInstance(),
 		gate: newSendGate(cfg.Concurrency, cfg.EndpointConcurrency, time.Now), terms: &termsCache{}, opened: &openedCache{},
+		handling: make(chan struct{}, cfg.Concurrency),
 	}
 	svc.takes = newBatcher(takeBatch, svc.writeTakes)
 	svc.takes.split = oncePer(func(r takeRequest) uuid.UUID { return r.DeliveryID }) // a delivery once per batch

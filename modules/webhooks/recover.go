@@ -12,7 +12,6 @@ import (
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/jobs"
-	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/tenancy"
 )
 
@@ -189,17 +188,15 @@ func (s *Service) recoverNextBatch(ctx context.Context, opID uuid.UUID, size int
 			return err
 		}
 		now := s.now()
-		requests := make([]messaging.Event, 0, len(batch))
 		for _, d := range batch {
-			claim := d.Redeliver(now, s.cfg.ClaimLease, s.instance)
+			d.Redeliver(now, s.cfg.ClaimLease, s.instance)
 			if err := s.store.saveDelivery(ctx, d); err != nil {
 				return err
 			}
-			req, err := s.deliveryRequested(ctx, d, claim)
-			if err != nil {
-				return err
-			}
-			requests = append(requests, req)
+		}
+		requests, err := s.deliveryRequests(ctx, batch)
+		if err != nil {
+			return err
 		}
 		if err := s.events.Publish(ctx, requests...); err != nil {
 			return fmt.Errorf("publish delivery requests: %w", err)

@@ -26,11 +26,12 @@ func (s *Service) Redeliver(ctx context.Context, id uuid.UUID, pre concurrency.P
 			} else if err != nil {
 				return err
 			}
-			req, err := s.deliveryRequested(ctx, d, d.Redeliver(s.now(), s.cfg.ClaimLease, s.instance))
+			d.Redeliver(s.now(), s.cfg.ClaimLease, s.instance)
+			reqs, err := s.deliveryRequests(ctx, []*Delivery{d})
 			if err != nil {
 				return err
 			}
-			return s.events.Publish(ctx, req)
+			return s.events.Publish(ctx, reqs...)
 		},
 		Save: s.store.saveDelivery,
 	})

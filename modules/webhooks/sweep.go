@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/keelson/keelson/platform/concurrency"
-	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/tenancy"
 )
 
@@ -50,22 +49,20 @@ func (s *Service) Sweep(ctx context.Context) error {
 // claimAndRequest claims each delivery for this replica and publishes its request, in the caller's
 // unit of work, and returns how many it requested.
 func (s *Service) claimAndRequest(ctx context.Context, now time.Time, deliveries []*Delivery) (int, error) {
-	requests := make([]messaging.Event, 0, len(deliveries))
 	for _, d := range deliveries {
-		claim := d.Claim(now, s.cfg.ClaimLease, s.instance)
+		d.Claim(now, s.cfg.ClaimLease, s.instance)
 		if err := s.store.saveDelivery(ctx, d); err != nil {
 			return 0, err
 		}
-		req, err := s.deliveryRequested(ctx, d, claim)
-		if err != nil {
-			return 0, err
-		}
-		requests = append(requests, req)
+	}
+	requests, err := s.deliveryRequests(ctx, deliveries)
+	if err != nil {
+		return 0, err
 	}
 	if len(requests) > 0 {
 		if err := s.events.Publish(ctx, requests...); err != nil {
 			return 0, fmt.Errorf("publish delivery requests: %w", err)
 		}
 	}
-	return len(requests), nil
+	return len(deliveries), nil
 }

@@ -44,7 +44,7 @@ func Test_a_claim_starts_one_attempt_and_a_new_claim_can_start_another(t *testin
 	require.False(t, d.CanStartAttempt(again), "a finished delivery starts nothing")
 }
 
-// handleCopies hands copies of one DeliveryRequested message (the same event: same id, same payload)
+// handleCopies hands copies of one request message (the same event: same id, same payload)
 // to the consumers of two replicas, alternately, released together so they race for the claim.
 func handleCopies(t *testing.T, replicas []*harness, e messaging.Event, copies int) {
 	t.Helper()
@@ -77,9 +77,11 @@ func staleTotal(t *testing.T, replicas []*harness) float64 {
 	return total
 }
 
+// requestEvent is a request message naming one delivery, as the sweep publishes it for a lone due delivery.
 func requestEvent(t *testing.T, p contract.DeliveryRequestedPayload) messaging.Event {
 	t.Helper()
-	e, err := messaging.NewEvent(tenantContext(), contract.Source, contract.DeliveryRequested, p)
+	e, err := messaging.NewEvent(tenantContext(), contract.Source, contract.DeliveriesRequested,
+		contract.DeliveriesRequestedPayload{Deliveries: []contract.DeliveryRequestedPayload{p}})
 	require.NoError(t, err)
 	return e
 }
@@ -274,7 +276,7 @@ func Test_a_claim_taken_by_a_consumer_that_died_is_claimed_again_after_the_lease
 	require.False(t, receivedAt[0].Before(published.Add(cfg.ClaimLease)), "not before the taken claim's lease ended")
 }
 
-// deliveryRequestsOf are the DeliveryRequested messages in the outbox for one delivery, oldest first.
+// deliveryRequestsOf are the outbox's requests of one delivery, oldest first.
 func (h *harness) deliveryRequestsOf(id uuid.UUID) []contract.DeliveryRequestedPayload {
 	var out []contract.DeliveryRequestedPayload
 	for _, r := range h.deliveryRequests() {

@@ -34,18 +34,18 @@ func (s *Service) SendTest(ctx context.Context, id uuid.UUID) (Delivery, error) 
 		if _, err := s.store.insertEvents(ctx, []*eventRecord{ev}); err != nil {
 			return fmt.Errorf("store test event: %w", err)
 		}
-		d, claim, err := newDelivery(sub.ID, ev.ID, ev.Type, now, s.cfg.ClaimLease, s.instance)
+		d, _, err := newDelivery(sub.ID, ev.ID, ev.Type, now, s.cfg.ClaimLease, s.instance)
 		if err != nil {
 			return err
 		}
 		if err := s.store.createDeliveries(ctx, []*Delivery{d}); err != nil {
 			return err
 		}
-		req, err := s.deliveryRequested(ctx, d, claim)
+		reqs, err := s.deliveryRequests(ctx, []*Delivery{d})
 		if err != nil {
 			return err
 		}
-		if err := s.events.Publish(ctx, req); err != nil {
+		if err := s.events.Publish(ctx, reqs...); err != nil {
 			return err
 		}
 		// Read back for its version (the answer's ETag): createDeliveries returns nothing of the rows.

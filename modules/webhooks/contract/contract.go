@@ -12,7 +12,10 @@ import (
 
 // Event types published by the webhooks module.
 const (
-	// DeliveryRequested asks a consumer to attempt one claimed delivery (internal to the module).
+	// DeliveriesRequested asks a consumer to attempt claimed deliveries of one tenant (internal to the module).
+	DeliveriesRequested = "webhooks.deliveries_requested"
+	// DeliveryRequested asks a consumer to attempt one claimed delivery: what versions before
+	// DeliveriesRequested published, still consumed so that none of their requests is lost in an upgrade.
 	DeliveryRequested = "webhooks.delivery_requested"
 	// DeliveryFailed says a delivery exhausted its retry schedule.
 	DeliveryFailed = "webhooks.delivery_failed"
@@ -20,6 +23,12 @@ const (
 
 // Source is the Source of every event the module publishes.
 const Source = "webhooks"
+
+// DeliveriesRequestedPayload names claimed deliveries of the message's tenant; a consumer attempts
+// each of them as if it had a message of its own.
+type DeliveriesRequestedPayload struct {
+	Deliveries []DeliveryRequestedPayload `json:"deliveries"`
+}
 
 // DeliveryRequestedPayload names the delivery and the claim the consumer must still hold, its
 // subscription, and the send time it reserved under its subscription's rate limit, if any.

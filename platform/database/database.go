@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -153,9 +154,44 @@ func (d *DB) WithTx(ctx context.Context, fn func(ctx context.Context) error) err
 }
 
 func (d *DB) transaction(ctx context.Context, fn func(ctx context.Context) error) error {
-	return d.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return fn(context.WithValue(ctx, txKey{}, tx))
+	hooks := &commitHooks{}
+	err := d.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return fn(context.WithValue(context.WithValue(ctx, txKey{}, tx), hooksKey{}, hooks))
 	})
+	if err == nil {
+		hooks.run()
+	}
+	return err
+}
+
+type hooksKey struct{}
+
+// commitHooks are what a unit of work runs once it committed.
+type commitHooks struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+func (h *commitHooks) run() {
+	h.mu.Lock()
+	fns := h.fns
+	h.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+// AfterCommit runs fn once the unit of work of ctx has committed, and never if it rolls back; outside
+// a unit of work, at once. fn runs on the committing goroutine: it must not block.
+func AfterCommit(ctx context.Context, fn func()) {
+	h, ok := ctx.Value(hooksKey{}).(*commitHooks)
+	if !ok {
+		fn()
+		return
+	}
+	h.mu.Lock()
+	h.fns = append(h.fns, fn)
+	h.mu.Unlock()
 }
 
 // InTx reports whether ctx carries a unit of work.

@@ -161,3 +161,19 @@ func assertSameSet(t *testing.T, what string, got map[string]int, want map[strin
 		}
 	}
 }
+
+// A commit that wrote outbox rows wakes an idle forwarder of its process: the event does not wait for
+// the next poll, here a minute away.
+func TestACommitWakesAnIdleForwarderOfItsProcess(t *testing.T) {
+	db := dbtest.New(t)
+	pub := newPublisher(t, db)
+	cfg := testConfig(t, "woken")
+	cfg.PollInterval = time.Minute
+	got := newCollector()
+	startBus(t, cfg, db, messaging.Subscription{Consumer: "woken", EventTypes: []string{"test.created"}, Handle: got.handle})
+
+	for i := range 3 { // each time the forwarders are idle again
+		e := publishOne(t, db, pub, "test.created", map[string]int{"i": i}, true)
+		waitFor(t, 20*time.Second, "the event consumed long before the next poll", func() bool { return got.has([]string{e.ID}) })
+	}
+}

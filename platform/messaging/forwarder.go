@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -18,7 +19,8 @@ import (
 // does not wait for the subscriber, whose last transaction must end before the publisher closes.
 type outboxForwarder struct {
 	*forwarder.Forwarder
-	sub *drainingSubscriber
+	sub     *drainingSubscriber
+	stopped chan struct{} // closed by Close: ends the subscriber's idle wait (idleUntilCommit)
 }
 
 // Close stops the forwarder and returns once its outbox transaction has ended. The subscriber is
@@ -27,6 +29,7 @@ type outboxForwarder struct {
 // otherwise it waits for a message channel that our subscribers (which ignore the context by
 // design) never close, until its CloseTimeout, and fails with "router close timeout".
 func (f outboxForwarder) Close() error {
+	close(f.stopped)
 	subErr := f.sub.Close()
 	return errors.Join(f.Forwarder.Close(), subErr)
 }
@@ -37,11 +40,14 @@ func newForwarders(cfg Config, db *database.DB, out message.Publisher, logger wa
 	ackDeadline := 30 * time.Second
 	fwds := make([]outboxForwarder, 0, cfg.Forwarders)
 	for range cfg.Forwarders {
+		stopped := make(chan struct{})
 		beginner := gatedBeginner{Beginner: wmsql.BeginnerFromStdSQL(db.SQL()), timeout: cfg.PublishTimeout}
 		sub, err := wmsql.NewSubscriber(beginner, wmsql.SubscriberConfig{
 			SchemaAdapter:  newOutboxSchema(cfg.ForwardBatchSize),
 			OffsetsAdapter: newOutboxOffsets(),
 			PollInterval:   cfg.PollInterval,
+			BackoffManager: idleUntilCommit{poll: cfg.PollInterval, wake: wakeOf(db), stopped: stopped,
+				BackoffManager: wmsql.NewDefaultBackoffManager(cfg.PollInterval, time.Second)},
 			// A failed publish (broker down) is retried on this beat, row lock held, until AckDeadline.
 			ResendInterval: 500 * time.Millisecond,
 			RetryInterval:  time.Second,
@@ -60,9 +66,55 @@ func newForwarders(cfg Config, db *database.DB, out message.Publisher, logger wa
 		if err != nil {
 			return nil, fmt.Errorf("forwarder: %w", err)
 		}
-		fwds = append(fwds, outboxForwarder{Forwarder: fwd, sub: drained})
+		fwds = append(fwds, outboxForwarder{Forwarder: fwd, sub: drained, stopped: stopped})
 	}
 	return fwds, nil
+}
+
+// commitWakes holds, per database, what wakes an idle forwarder of this process over it: one pending
+// wake is enough, as a woken forwarder polls until the outbox is empty.
+var commitWakes sync.Map // *database.DB → chan struct{}
+
+func wakeOf(db *database.DB) chan struct{} {
+	if ch, ok := commitWakes.Load(db); ok {
+		return ch.(chan struct{})
+	}
+	ch, _ := commitWakes.LoadOrStore(db, make(chan struct{}, 1))
+	return ch.(chan struct{})
+}
+
+// OutboxCommitted tells this process's forwarders over db that outbox rows committed, so an idle one
+// polls at once instead of at its next PollInterval; platform/outbox calls it after the commit. It
+// never blocks.
+func OutboxCommitted(db *database.DB) {
+	select {
+	case wakeOf(db) <- struct{}{}:
+	default:
+	}
+}
+
+// idleUntilCommit is the outbox subscriber's backoff: after a poll that found no row, the forwarder
+// waits for a commit of this process that wrote outbox rows, or PollInterval for those written by
+// other processes. Errors back off as watermill's default does.
+type idleUntilCommit struct {
+	wmsql.BackoffManager
+	poll    time.Duration
+	wake    <-chan struct{}
+	stopped <-chan struct{}
+}
+
+func (b idleUntilCommit) HandleError(logger watermill.LoggerAdapter, noMsg bool, err error) time.Duration {
+	if err != nil || !noMsg {
+		return b.BackoffManager.HandleError(logger, noMsg, err)
+	}
+	t := time.NewTimer(b.poll)
+	defer t.Stop()
+	select {
+	case <-b.wake:
+	case <-t.C:
+	case <-b.stopped:
+	}
+	return 0
 }
 
 // observeForward records the forward latency of a confirmed event.

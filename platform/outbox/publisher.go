@@ -82,5 +82,6 @@ func (p *Publisher) Publish(ctx context.Context, events ...messaging.Event) erro
 			return fmt.Errorf("outbox: write %d %s events: %w", len(byType[t]), t, err)
 		}
 	}
+	database.AfterCommit(ctx, func() { messaging.OutboxCommitted(p.db) }) // an idle forwarder of this process forwards them at once
 	return nil
 }

@@ -153,3 +153,30 @@ func Test_request_messages_name_deliveries_of_one_tenant_and_at_most_a_batch_eac
 	}
 	require.Equal(t, map[uuid.UUID]int{tenantA: 3, tenantB: 1}, perTenant, "each tenant's deliveries in as few messages as the batch allows")
 }
+
+func Test_the_deliveries_of_one_event_taken_together_share_one_request_body(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{})
+	for i := range 3 {
+		h.subscribe(fmt.Sprintf("http://127.0.0.1:9/endpoint-%d", i), "*")
+	}
+	ctx := tenantContext()
+	res, err := h.svc.PublishEvent(ctx, EventInput{Type: "one.body", Data: []byte(`{"n": 1}`)})
+	require.NoError(t, err)
+	var reqs []takeRequest
+	for _, r := range h.deliveryRequests() {
+		attempt, err := uuid.NewV7()
+		require.NoError(t, err)
+		reqs = append(reqs, takeRequest{DeliveryID: r.DeliveryID, Claim: r.ClaimID, Tenant: tenancy.DefaultID, AttemptID: attempt})
+	}
+	require.Len(t, reqs, 3)
+	took, err := h.svc.writeTakes(ctx, reqs)
+	require.NoError(t, err)
+	want, err := (&eventRecord{ID: res.ID, Type: "one.body", Data: []byte(`{"n": 1}`), CreatedAt: took[0].event.CreatedAt}).body()
+	require.NoError(t, err)
+	for i, r := range took {
+		require.True(t, r.ok, "delivery %d taken", i)
+		require.NoError(t, r.body.err)
+		require.Equal(t, string(want), string(r.body.bytes), "delivery %d: the body every attempt of the event sends", i)
+		require.Same(t, &took[0].body.bytes[0], &r.body.bytes[0], "delivery %d: built once for the batch", i)
+	}
+}

@@ -78,7 +78,14 @@ type taken struct {
 	delivery *Delivery
 	sub      *Subscription
 	event    *eventRecord
-	attempt  *Attempt // in_flight
+	body     requestBody // the event's, built once for all its deliveries in the batch
+	attempt  *Attempt    // in_flight
+}
+
+// requestBody is an event's request body (eventRecord.body), or why it could not be built.
+type requestBody struct {
+	bytes []byte
+	err   error
 }
 
 // takeResult is what became of one takeRequest: ok is false when nothing was taken.
@@ -158,6 +165,7 @@ func (s store) takeClaims(ctx context.Context, terms takeTerms, reqs []takeReque
 	}
 	defer rows.Close()
 	byDelivery := make(map[uuid.UUID]taken, n)
+	bodies := make(map[eventKey]requestBody)
 	for rows.Next() {
 		d, sub, ev := &Delivery{}, &Subscription{}, &eventRecord{}
 		var (
@@ -175,7 +183,12 @@ func (s store) takeClaims(ctx context.Context, terms takeTerms, reqs []takeReque
 		sub.TenantID, ev.TenantID = d.TenantID, d.TenantID
 		a := &Attempt{ID: attemptID, Owned: tenancy.Owned{TenantID: d.TenantID}, DeliveryID: d.ID, SubscriptionID: d.SubscriptionID,
 			Number: d.AttemptCount, Trigger: d.NextTrigger, StartedAt: started.UTC(), Result: ResultInFlight, Instance: terms.Instance}
-		byDelivery[d.ID] = taken{delivery: d, sub: sub, event: ev, attempt: a}
+		body, built := bodies[eventKey{d.TenantID, ev.ID}]
+		if !built {
+			body.bytes, body.err = ev.body()
+			bodies[eventKey{d.TenantID, ev.ID}] = body
+		}
+		byDelivery[d.ID] = taken{delivery: d, sub: sub, event: ev, body: body, attempt: a}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("take %d claims: %w", n, err)

@@ -24,7 +24,8 @@ import (
 // wait without spending an attempt.
 //
 // Only the HTTP request is timed (sending, sent): a take or an outcome that waits for our own
-// database says nothing of the endpoint. And a slow verdict that nothing refreshed for forgetAfter
+// database says nothing of the endpoint. A place is held from admission, before the take, until the
+// request is over (sent); the outcome's write that follows does not hold it. And a slow verdict that nothing refreshed for forgetAfter
 // lapses into a probe, so an endpoint judged slow once cannot be held there by slow neighbours that
 // keep the slow half full.
 type sendGate struct {
@@ -204,7 +205,8 @@ func (g *sendGate) sending(p *gatePass) {
 	p.sending = g.now()
 }
 
-// sent learns the duration of p's finished HTTP request.
+// sent learns the duration of p's finished HTTP request and gives back its place: writing the
+// outcome waits for our own database, not for the endpoint.
 func (g *sendGate) sent(p *gatePass, took time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -216,13 +218,20 @@ func (g *sendGate) sent(p *gatePass, took time.Duration) {
 	} else {
 		e.ewma = time.Duration(ewmaWeight*float64(took) + (1-ewmaWeight)*float64(e.ewma))
 	}
+	g.giveBack(p, e)
 }
 
-// release gives back the place admit gave p.
+// release gives back the place admit gave p, unless its request already did (sent).
 func (g *sendGate) release(p *gatePass) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	e := g.endpoints[p.sub]
+	g.giveBack(p, g.endpoints[p.sub])
+}
+
+func (g *sendGate) giveBack(p *gatePass, e *endpointLoad) {
+	if e == nil { // given back and forgotten since
+		return
+	}
 	delete(e.inFlight, p)
 	if len(e.inFlight) == 0 {
 		delete(g.busy, p.sub)

@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -189,4 +190,35 @@ func Test_the_send_gate_forgets_endpoints_it_knows_nothing_useful_of(t *testing.
 		g.admit(uuid.New(), false)
 	}
 	require.Less(t, len(g.endpoints), forgetEvery, "admits forget on their own")
+}
+
+func Test_a_send_gives_its_endpoints_place_back_before_its_outcome_is_written(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{})
+	rc := newReceiver(t, nil)
+	h.subscribe(rc.URL, "*")
+	h.publish("gate.place", map[string]any{"n": 1})
+	reqs := h.deliveryRequests()
+	require.Len(t, reqs, 1)
+
+	write := h.svc.outcomes.write
+	writing, proceed := make(chan struct{}), make(chan struct{})
+	h.svc.outcomes.write = func(ctx context.Context, batch []outcome) ([]committed, error) {
+		close(writing)
+		<-proceed
+		return write(ctx, batch)
+	}
+	done := make(chan error, 1)
+	go func() { done <- h.svc.attemptWithinLimits(tenantContext(), reqs[0]) }()
+	select {
+	case <-writing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the outcome was never written")
+	}
+	h.svc.gate.mu.Lock()
+	busy := len(h.svc.gate.busy)
+	h.svc.gate.mu.Unlock()
+	require.Zero(t, busy, "the request is over: its endpoint's place is free while the outcome is written")
+	require.Equal(t, 1, rc.count())
+	close(proceed)
+	require.NoError(t, <-done)
 }

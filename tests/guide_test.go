@@ -45,11 +45,11 @@ func TestTheAddingAModuleGuideRunsAsWritten(t *testing.T) {
 	hooks := &hookRecorder{}
 	receiver := httptest.NewServer(hooks)
 	t.Cleanup(receiver.Close)
-	suffix := randomHex(4)
+	ns := newNamespace() // removed from the broker when the package's tests end
 	env := map[string]string{
 		"HTTP_ADDR":         fmt.Sprintf("127.0.0.1:%d", port),
-		"AMQP_EXCHANGE":     "test.guide." + suffix,
-		"AMQP_QUEUE_PREFIX": "test.guide." + suffix,
+		"AMQP_EXCHANGE":     ns,
+		"AMQP_QUEUE_PREFIX": ns,
 	}
 	substitute := strings.NewReplacer(
 		"postgres://postgres@127.0.0.1:5432/keelson?sslmode=disable", db.URL,

@@ -27,9 +27,12 @@ SET claimed_by = $2, lease_expires_at = now() + $3 * interval '1 millisecond', r
     last_started_at = now(), updated_at = now()
 WHERE name = $1 AND next_run_at <= now() AND (claimed_by IS NULL OR lease_expires_at < now())`
 
-// scheduleWaitSQL says how long until the row may be claimable: its next run, or its holder's lease end.
+// scheduleWaitSQL says how long until the row may be claimable: its next run; while another replica
+// runs it, one interval, or its holder's lease end if sooner. A run usually ends within an interval,
+// so a holder that stops between runs is replaced within one, not after its whole lease.
 const scheduleWaitSQL = `SELECT (EXTRACT(EPOCH FROM GREATEST(next_run_at,
-    CASE WHEN claimed_by IS NULL THEN next_run_at ELSE lease_expires_at END) - now()) * 1000)::bigint
+    CASE WHEN claimed_by IS NULL THEN next_run_at
+         ELSE LEAST(lease_expires_at, now() + interval_ms * interval '1 millisecond') END) - now()) * 1000)::bigint
 FROM job_schedules WHERE name = $1`
 
 const extendScheduleSQL = `UPDATE job_schedules SET lease_expires_at = now() + $4 * interval '1 millisecond'

@@ -130,3 +130,31 @@ func firstAfter(runs []scheduleRun, at time.Time) time.Time {
 	}
 	return at
 }
+
+func TestSchedule_a_holder_stopped_between_runs_is_replaced_within_an_interval_not_a_lease(t *testing.T) {
+	d := dbtest.Create(t)
+	db := d.Open(t)
+	mustExec(t, db, `CREATE TABLE schedule_runs (id bigserial PRIMARY KEY, instance text NOT NULL,
+		started_at timestamptz NOT NULL, finished_at timestamptz)`)
+	stops := map[string]func(){}
+	for _, name := range []string{"sched-a", "sched-b"} {
+		pool := d.Open(t)
+		// A minute of lease: a replica waiting out the holder's lease would not run again within this test.
+		stops[name] = startRunner(t, newTestRunner(t, pool, Config{InstanceID: name, Lease: time.Minute, PollInterval: 50 * time.Millisecond},
+			nil, []Schedule{tickSchedule(pool, name, 10*time.Millisecond)}))
+	}
+	waitFor(t, 30*time.Second, "20 runs", func() bool { return queryInt(t, db, `SELECT count(*) FROM schedule_runs`) >= 20 })
+	var holder string
+	if err := db.SQL().QueryRow(`SELECT instance FROM schedule_runs ORDER BY started_at DESC LIMIT 1`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	other := map[string]string{"sched-a": "sched-b", "sched-b": "sched-a"}[holder]
+	stops[holder]() // between runs, or it finishes the one in progress: the schedule is free at once
+	var stoppedAt time.Time
+	if err := db.SQL().QueryRow(`SELECT clock_timestamp()`).Scan(&stoppedAt); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, other+" running the schedule after "+holder+" stopped", func() bool {
+		return queryInt(t, db, `SELECT count(*) FROM schedule_runs WHERE instance = $1 AND started_at > $2`, other, stoppedAt) > 0
+	})
+}

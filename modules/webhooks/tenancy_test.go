@@ -167,9 +167,10 @@ func Test_enabling_a_tenant_claims_afresh_only_the_claims_issued_before_it_was_e
 }
 
 func Test_enabling_a_tenant_sends_its_waiting_deliveries_at_once_on_two_replicas_long_before_lease_or_sweep(t *testing.T) {
-	// Two events to ten subscriptions: no endpoint has more than two sends at once, so even one judged
-	// slow on a loaded machine puts nothing back to wait for the sweep.
-	const subscriptions, events = 10, 2
+	// One event to twenty new endpoints: each gets one request, its probe, and twenty fit in the probe
+	// places, so the send gate puts nothing back to wait for the sweep, however slow the machine. (Two
+	// requests to one new endpoint at once would: the second waits briefWait for the probe, then the sweep.)
+	const subscriptions, events = 20, 1
 	const deliveries = subscriptions * events
 	cfg := testConfig()
 	cfg.SweepInterval, cfg.ClaimLease = 10*time.Minute, 10*time.Minute // neither may be what brings them back

@@ -25,9 +25,9 @@ import (
 //
 // Only the HTTP request is timed (sending, sent): a take or an outcome that waits for our own
 // database says nothing of the endpoint. A place is held from admission, before the take, until the
-// request is over (sent); the outcome's write that follows does not hold it. And a slow verdict that nothing refreshed for forgetAfter
-// lapses into a probe, so an endpoint judged slow once cannot be held there by slow neighbours that
-// keep the slow half full.
+// request is over (sent); the outcome's write that follows does not hold it. And a slow verdict that
+// nothing refreshed for forgetAfter lapses into a probe, so an endpoint judged slow once cannot be
+// held there by slow neighbours that keep the slow half full.
 type sendGate struct {
 	mu              sync.Mutex
 	endpoints       map[uuid.UUID]*endpointLoad

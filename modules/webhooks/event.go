@@ -307,29 +307,28 @@ const requestBatch = 64
 // its current claim: one DeliveriesRequested per tenant and requestBatch deliveries, in their order.
 // One message for many deliveries is one outbox row, one publish and one consume for all of them.
 func (s *Service) deliveryRequests(ctx context.Context, ds []*Delivery) ([]messaging.Event, error) {
+	var tenants []uuid.UUID
+	byTenant := map[uuid.UUID][]contract.DeliveryRequestedPayload{}
+	for _, d := range ds {
+		if _, seen := byTenant[d.TenantID]; !seen {
+			tenants = append(tenants, d.TenantID)
+		}
+		byTenant[d.TenantID] = append(byTenant[d.TenantID], contract.DeliveryRequestedPayload{
+			DeliveryID: d.ID, ClaimID: *d.ClaimID, SubscriptionID: d.SubscriptionID, RateSlotAt: d.RateSlotAt,
+		})
+	}
 	var out []messaging.Event
-	for len(ds) > 0 {
-		tenant := ds[0].TenantID
-		var batch []contract.DeliveryRequestedPayload
-		rest := ds[:0:0]
-		for _, d := range ds {
-			if d.TenantID != tenant || len(batch) == requestBatch {
-				rest = append(rest, d)
-				continue
+	for _, tenant := range tenants {
+		for batch := range slices.Chunk(byTenant[tenant], requestBatch) {
+			e, err := messaging.NewEvent(ctx, contract.Source, contract.DeliveriesRequested, contract.DeliveriesRequestedPayload{Deliveries: batch})
+			if err != nil {
+				return nil, err
 			}
-			batch = append(batch, contract.DeliveryRequestedPayload{
-				DeliveryID: d.ID, ClaimID: *d.ClaimID, SubscriptionID: d.SubscriptionID, RateSlotAt: d.RateSlotAt,
-			})
+			if tenant != uuid.Nil {
+				e.TenantID = tenant // the sweep claims in a system context: the deliveries name their tenant
+			}
+			out = append(out, e)
 		}
-		e, err := messaging.NewEvent(ctx, contract.Source, contract.DeliveriesRequested, contract.DeliveriesRequestedPayload{Deliveries: batch})
-		if err != nil {
-			return nil, err
-		}
-		if tenant != uuid.Nil {
-			e.TenantID = tenant // the sweep claims in a system context: the deliveries name their tenant
-		}
-		out = append(out, e)
-		ds = rest
 	}
 	return out, nil
 }

@@ -251,16 +251,24 @@ func (h *harness) outbox() []outboxMessage {
 	return out
 }
 
+// requestMessages are the request messages in the outbox, in order.
+func (h *harness) requestMessages() []contract.DeliveriesRequestedPayload {
+	var out []contract.DeliveriesRequestedPayload
+	for _, m := range h.outbox() {
+		if m.Topic == contract.DeliveriesRequested {
+			var p contract.DeliveriesRequestedPayload
+			require.NoError(h.t, json.Unmarshal(m.Payload, &p))
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // deliveryRequests are the deliveries requested by the messages in the outbox, in order.
 func (h *harness) deliveryRequests() []contract.DeliveryRequestedPayload {
 	var out []contract.DeliveryRequestedPayload
-	for _, m := range h.outbox() {
-		if m.Topic != contract.DeliveriesRequested {
-			continue
-		}
-		var p contract.DeliveriesRequestedPayload
-		require.NoError(h.t, json.Unmarshal(m.Payload, &p))
-		out = append(out, p.Deliveries...)
+	for _, m := range h.requestMessages() {
+		out = append(out, m.Deliveries...)
 	}
 	return out
 }

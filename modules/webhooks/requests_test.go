@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -12,30 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/keelson/keelson/modules/webhooks/contract"
-	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/tenancy"
 )
-
-// requestMessages are the request messages in the outbox, in order.
-func (h *harness) requestMessages() []contract.DeliveriesRequestedPayload {
-	var out []contract.DeliveriesRequestedPayload
-	for _, m := range h.outbox() {
-		if m.Topic == contract.DeliveriesRequested {
-			var p contract.DeliveriesRequestedPayload
-			require.NoError(h.t, json.Unmarshal(m.Payload, &p))
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func requestsEvent(t *testing.T, reqs []contract.DeliveryRequestedPayload) messaging.Event {
-	t.Helper()
-	e, err := messaging.NewEvent(tenantContext(), contract.Source, contract.DeliveriesRequested,
-		contract.DeliveriesRequestedPayload{Deliveries: reqs})
-	require.NoError(t, err)
-	return e
-}
 
 func Test_an_events_deliveries_share_one_request_and_its_copies_on_two_replicas_send_each_delivery_once(t *testing.T) {
 	const subscriptions, copies = 5, 3

@@ -80,8 +80,14 @@ func staleTotal(t *testing.T, replicas []*harness) float64 {
 // requestEvent is a request message naming one delivery, as the sweep publishes it for a lone due delivery.
 func requestEvent(t *testing.T, p contract.DeliveryRequestedPayload) messaging.Event {
 	t.Helper()
+	return requestsEvent(t, []contract.DeliveryRequestedPayload{p})
+}
+
+// requestsEvent is a request message naming the deliveries of reqs.
+func requestsEvent(t *testing.T, reqs []contract.DeliveryRequestedPayload) messaging.Event {
+	t.Helper()
 	e, err := messaging.NewEvent(tenantContext(), contract.Source, contract.DeliveriesRequested,
-		contract.DeliveriesRequestedPayload{Deliveries: []contract.DeliveryRequestedPayload{p}})
+		contract.DeliveriesRequestedPayload{Deliveries: reqs})
 	require.NoError(t, err)
 	return e
 }

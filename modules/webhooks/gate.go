@@ -1,6 +1,8 @@
 package webhooks
 
 import (
+	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,8 +22,10 @@ import (
 //     capacity.
 //
 // So at least a quarter of the handlers stays for endpoints known to be fast whatever the others do;
-// a new endpoint waits for a probe place while many new ones hang. A refused request is put back to
-// wait without spending an attempt.
+// a new endpoint waits for a probe place while many new ones hang. A request refused while a place of
+// its endpoint is likely to free soon waits in the endpoint's queue (await), first come first served,
+// and a place given back goes to the queue's head; any other refused request is put back to wait,
+// without spending an attempt, for the sweep.
 //
 // Only the HTTP request is timed (sending, sent): a take or an outcome that waits for our own
 // database says nothing of the endpoint. A place is held from admission, before the take, until the
@@ -48,8 +52,15 @@ const forgetEvery = 1024
 // endpointLoad is what the gate knows of one subscription's endpoint on this replica.
 type endpointLoad struct {
 	inFlight map[*gatePass]struct{}
+	queue    []*gateWaiter // requests waiting for a place, in arrival order
 	ewma     time.Duration // smoothed duration of its requests; 0 until one finished
 	learned  time.Time     // when a request last finished
+}
+
+// gateWaiter is a request in an endpoint's queue; pass receives the place handed to it.
+type gateWaiter struct {
+	vouched bool
+	pass    chan *gatePass // buffered: the hand-over never blocks
 }
 
 // gatePass is one admitted send; release it when the handler is done with it.
@@ -107,16 +118,22 @@ func (g *sendGate) class(e *endpointLoad, now time.Time) endpointClass {
 }
 
 // briefWait is how young an endpoint's probe may be, or how fast its average, for a refused request
-// to wait a moment for a place instead of being put back: a burst to an endpoint that answers quickly
-// then goes through at once, while requests for hanging endpoints leave their handlers at once.
+// to wait in the endpoint's queue instead of being put back: a burst to an endpoint that answers
+// quickly then goes through, while requests for hanging endpoints leave their handlers at once.
 const briefWait = 250 * time.Millisecond
 
-// refusal says why admit let no send start, how long to put the request back for, and whether a place
-// is likely to free within briefWait.
+// queueWait is how long a request for a fast endpoint at its cap waits for its turn before it is put
+// back: such an endpoint frees a place every few milliseconds, while a put-back request waits for
+// the next sweep (SweepInterval, 5 s by default).
+const queueWait = time.Second
+
+// refusal says why admit let no send start, how long to put the request back for, until when a place
+// is likely to free (zero: not worth waiting for), and how many requests may wait for one meanwhile.
 type refusal struct {
-	reason       string // the put-back metric's: endpoint_busy (fast, at its cap), endpoint_probing, endpoint_slow
-	retryIn      time.Duration
-	worthWaiting bool
+	reason    string // the put-back metric's: endpoint_busy (fast, at its cap), endpoint_probing, endpoint_slow
+	retryIn   time.Duration
+	waitUntil time.Time
+	queueRoom int
 }
 
 // admit lets a send to sub start, or says why not. vouched says the endpoint's last attempt, on any
@@ -124,6 +141,43 @@ type refusal struct {
 func (g *sendGate) admit(sub uuid.UUID, vouched bool) (*gatePass, refusal) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.admitNew(sub, vouched)
+}
+
+// await is admit, except that a request refused while a place is likely to free soon joins the
+// endpoint's queue, if not full, and waits there for a place until the refusal's waitUntil, or until
+// ctx ends.
+func (g *sendGate) await(ctx context.Context, sub uuid.UUID, vouched bool) (*gatePass, refusal) {
+	g.mu.Lock()
+	p, refused := g.admitNew(sub, vouched)
+	e, now := g.endpoints[sub], g.now()
+	if p != nil || !refused.waitUntil.After(now) || len(e.queue) >= refused.queueRoom {
+		g.mu.Unlock()
+		return p, refused
+	}
+	w := &gateWaiter{vouched: vouched, pass: make(chan *gatePass, 1)}
+	e.queue = append(e.queue, w)
+	g.mu.Unlock()
+
+	timer := time.NewTimer(refused.waitUntil.Sub(now))
+	defer timer.Stop()
+	select {
+	case p := <-w.pass:
+		return p, refusal{}
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if i := slices.Index(e.queue, w); i >= 0 {
+		e.queue = slices.Delete(e.queue, i, i+1)
+		return nil, refused
+	}
+	return <-w.pass, refusal{} // a place was handed over as the wait ended
+}
+
+// admitNew admits a request that is not in the endpoint's queue: it goes behind those that are.
+func (g *sendGate) admitNew(sub uuid.UUID, vouched bool) (*gatePass, refusal) {
 	now := g.now()
 	if g.admits++; g.admits >= forgetEvery {
 		g.forget(now)
@@ -133,25 +187,27 @@ func (g *sendGate) admit(sub uuid.UUID, vouched bool) (*gatePass, refusal) {
 		e = &endpointLoad{inFlight: map[*gatePass]struct{}{}}
 		g.endpoints[sub] = e
 	}
+	if len(e.queue) > 0 {
+		return nil, g.refuse(e, g.class(e, now), now)
+	}
+	return g.place(sub, e, vouched, now)
+}
+
+// place gives a send to sub a place if its class has one free.
+func (g *sendGate) place(sub uuid.UUID, e *endpointLoad, vouched bool, now time.Time) (*gatePass, refusal) {
 	n := len(e.inFlight)
 	class := g.class(e, now)
+	full := false
 	switch class {
 	case classFast:
-		if n >= g.perEndpoint {
-			return nil, refusal{reason: "endpoint_busy", retryIn: max(e.ewma, 50*time.Millisecond), worthWaiting: e.ewma < briefWait}
-		}
+		full = n >= g.perEndpoint
 	case classUnknown:
-		if n >= 1 || (!vouched && g.probes() >= g.probeCap) {
-			young := false
-			for p := range e.inFlight {
-				young = now.Sub(p.admitted) < briefWait
-			}
-			return nil, refusal{reason: "endpoint_probing", retryIn: g.slowAfter, worthWaiting: young}
-		}
+		full = n >= 1 || (!vouched && g.probes() >= g.probeCap)
 	case classSlow:
-		if n >= g.slowPerEndpoint || g.inFlightOf(classSlow, now) >= g.slowCap {
-			return nil, refusal{reason: "endpoint_slow", retryIn: max(e.ewma, g.slowAfter)}
-		}
+		full = n >= g.slowPerEndpoint || g.inFlightOf(classSlow, now) >= g.slowCap
+	}
+	if full {
+		return nil, g.refuse(e, class, now)
 	}
 	p := &gatePass{sub: sub, admitted: now, probe: class == classUnknown}
 	e.inFlight[p] = struct{}{}
@@ -159,12 +215,37 @@ func (g *sendGate) admit(sub uuid.UUID, vouched bool) (*gatePass, refusal) {
 	return p, refusal{}
 }
 
+// refuse says why an endpoint of class has no place for one more send, and until when one is likely
+// to free: soon for a fast endpoint, or while its probe is young.
+func (g *sendGate) refuse(e *endpointLoad, class endpointClass, now time.Time) refusal {
+	switch class {
+	case classFast:
+		r := refusal{reason: "endpoint_busy", retryIn: max(e.ewma, 50*time.Millisecond)}
+		if e.ewma < briefWait {
+			// As many as its places serve within queueWait at its average pace.
+			r.waitUntil, r.queueRoom = now.Add(queueWait), g.perEndpoint*int(queueWait/max(e.ewma, time.Millisecond))
+		}
+		return r
+	case classUnknown:
+		// Only while its probe is young: a new endpoint that hangs holds its waiters for briefWait at most.
+		r := refusal{reason: "endpoint_probing", retryIn: g.slowAfter, queueRoom: g.slowCap}
+		for p := range e.inFlight {
+			if p.probe {
+				r.waitUntil = p.admitted.Add(briefWait)
+			}
+		}
+		return r
+	default:
+		return refusal{reason: "endpoint_slow", retryIn: max(e.ewma, g.slowAfter)}
+	}
+}
+
 // forget drops the endpoints with nothing in flight whose verdict is none or lapsed: an endpoint
 // absent from the map is judged the same way (unknown), so this changes no decision.
 func (g *sendGate) forget(now time.Time) {
 	g.admits = 0
 	for sub, e := range g.endpoints {
-		if len(e.inFlight) == 0 && (e.ewma == 0 || now.Sub(e.learned) > forgetAfter) {
+		if len(e.inFlight) == 0 && len(e.queue) == 0 && (e.ewma == 0 || now.Sub(e.learned) > forgetAfter) {
 			delete(g.endpoints, sub)
 		}
 	}
@@ -235,5 +316,20 @@ func (g *sendGate) giveBack(p *gatePass, e *endpointLoad) {
 	delete(e.inFlight, p)
 	if len(e.inFlight) == 0 {
 		delete(g.busy, p.sub)
+	}
+	g.serveQueue(p.sub, e)
+}
+
+// serveQueue hands the endpoint's free places to its queue's head, one waiter after another.
+func (g *sendGate) serveQueue(sub uuid.UUID, e *endpointLoad) {
+	now := g.now()
+	for len(e.queue) > 0 {
+		w := e.queue[0]
+		p, _ := g.place(sub, e, w.vouched, now)
+		if p == nil {
+			return
+		}
+		e.queue = slices.Delete(e.queue, 0, 1)
+		w.pass <- p
 	}
 }

@@ -2,11 +2,14 @@ package webhooks
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
 func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whatever_the_others_do(t *testing.T) {
@@ -81,7 +84,7 @@ func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whate
 	p, _ = g.admit(vouched, true)
 	require.NotNil(t, p, "vouched: a probe though the probe places are full")
 	_, refused = g.admit(vouched, true)
-	require.True(t, refused.worthWaiting, "still one probe at a time: the next waits a moment for it")
+	require.False(t, refused.waitUntil.IsZero(), "still one probe at a time: the next waits a moment for it")
 	send(p, 10*time.Millisecond)
 	require.Equal(t, classFast, g.class(g.endpoints[vouched], now))
 	require.False(t, admit(uuid.New()), "an endpoint nobody vouched for waits for a probe place")
@@ -221,4 +224,103 @@ func Test_a_send_gives_its_endpoints_place_back_before_its_outcome_is_written(t 
 	require.Equal(t, 1, rc.count())
 	close(proceed)
 	require.NoError(t, <-done)
+}
+
+func Test_requests_refused_by_a_fast_endpoint_at_its_cap_wait_in_its_queue_and_get_places_in_their_order(t *testing.T) {
+	g := newSendGate(8, 1, time.Now)
+	endpoint := uuid.New()
+	p, _ := g.admit(endpoint, false)
+	g.sending(p)
+	g.sent(p, 200*time.Millisecond) // fast, with one place: it serves five requests within queueWait
+	holder, _ := g.admit(endpoint, false)
+	require.NotNil(t, holder)
+
+	queued := func() int {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.endpoints[endpoint].queue)
+	}
+	type handed struct {
+		waiter int
+		pass   *gatePass
+	}
+	got := make(chan handed)
+	for i := range 5 {
+		go func() {
+			p, _ := g.await(context.Background(), endpoint, false)
+			got <- handed{i, p}
+		}()
+		require.Eventually(t, func() bool { return queued() == i+1 }, 5*time.Second, time.Millisecond)
+	}
+	_, refused := g.await(context.Background(), endpoint, false)
+	require.Equal(t, "endpoint_busy", refused.reason, "the queue is full: put back at once")
+
+	for i := range 5 {
+		g.release(holder)
+		h := <-got
+		require.NotNil(t, h.pass, "a place given back goes to the queue's head")
+		require.Equal(t, i, h.waiter, "in arrival order")
+		holder = h.pass
+		if i == 0 {
+			_, refused = g.admit(endpoint, false)
+			require.Equal(t, "endpoint_busy", refused.reason, "a newcomer goes behind the queue")
+		}
+	}
+	require.Zero(t, queued())
+}
+
+func Test_a_request_waits_for_a_fast_endpoints_place_at_most_queueWait_then_is_put_back(t *testing.T) {
+	g := newSendGate(8, 1, time.Now)
+	endpoint := uuid.New()
+	p, _ := g.admit(endpoint, false)
+	g.sending(p)
+	g.sent(p, time.Millisecond)
+	holder, _ := g.admit(endpoint, false)
+	require.NotNil(t, holder)
+
+	start := time.Now()
+	p, refused := g.await(context.Background(), endpoint, false)
+	require.Nil(t, p)
+	require.Equal(t, "endpoint_busy", refused.reason)
+	require.GreaterOrEqual(t, time.Since(start), queueWait, "it waited its turn first")
+	g.mu.Lock()
+	require.Empty(t, g.endpoints[endpoint].queue, "and left the queue")
+	g.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p, _ = g.await(ctx, endpoint, false)
+	require.Nil(t, p, "a cancelled handler leaves at once")
+	g.release(holder)
+	p, _ = g.admit(endpoint, false)
+	require.NotNil(t, p, "the place given back with nobody waiting is free")
+}
+
+func Test_a_request_for_a_fast_endpoint_whose_places_are_taken_by_a_slower_send_waits_for_one_instead_of_the_sweep(t *testing.T) {
+	cfg := testConfig()
+	cfg.EndpointConcurrency = 1
+	cfg.SweepInterval = time.Hour // a put-back request would wait for it
+	h := newHarness(t, cfg, harnessOptions{})
+	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n == 2 {
+			time.Sleep(2 * briefWait) // a hiccup: the endpoint's average stays fast
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	h.subscribe(rc.URL, "*")
+	for i := range 3 {
+		h.publish("gate.queue", map[string]any{"n": i})
+	}
+	reqs := h.deliveryRequests()
+	require.Len(t, reqs, 3)
+
+	require.NoError(t, h.svc.attemptWithinLimits(tenantContext(), reqs[0]), "the probe: the endpoint is fast")
+	slow := make(chan error, 1)
+	go func() { slow <- h.svc.attemptWithinLimits(tenantContext(), reqs[1]) }()
+	require.Eventually(t, func() bool { return rc.count() == 2 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, h.svc.attemptWithinLimits(tenantContext(), reqs[2]), "waits for the place the slow send gives back")
+	require.NoError(t, <-slow)
+
+	require.Equal(t, 3, rc.count(), "sent, not put back")
+	require.Zero(t, hosttest.Metric(t, h.registry, "keelson_webhooks_put_back_total", "reason", "endpoint_busy"))
 }

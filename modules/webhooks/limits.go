@@ -80,16 +80,12 @@ func (s *Service) attemptAtSlot(ctx context.Context, req contract.DeliveryReques
 	return s.attemptGated(ctx, req, terms)
 }
 
-// attemptGated attempts once the send gate admits the endpoint; else the delivery is put back.
+// attemptGated attempts once the send gate admits the endpoint, waiting in its queue while a place is
+// likely to free soon; else the delivery is put back.
 func (s *Service) attemptGated(ctx context.Context, req contract.DeliveryRequestedPayload, terms sendingTerms) error {
-	pass, refused := s.gate.admit(req.SubscriptionID, terms.lastSucceeded)
-	for deadline := time.Now().Add(briefWait); pass == nil && refused.worthWaiting && time.Now().Before(deadline); {
-		select {
-		case <-time.After(5 * time.Millisecond):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		pass, refused = s.gate.admit(req.SubscriptionID, terms.lastSucceeded)
+	pass, refused := s.gate.await(ctx, req.SubscriptionID, terms.lastSucceeded)
+	if err := ctx.Err(); pass == nil && err != nil {
+		return err
 	}
 	if pass == nil {
 		s.metrics.putBack.WithLabelValues(refused.reason).Inc()

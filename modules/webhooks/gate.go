@@ -145,8 +145,8 @@ func (g *sendGate) admit(sub uuid.UUID, vouched bool) (*gatePass, refusal) {
 }
 
 // await is admit, except that a request refused while a place is likely to free soon joins the
-// endpoint's queue, if not full, and waits there for a place until the refusal's waitUntil, or until
-// ctx ends.
+// endpoint's queue, if not full, and waits there for a place: while the refusal, judged afresh when
+// its waitUntil comes, still says a place is likely to free, for queueWait at most, or until ctx ends.
 func (g *sendGate) await(ctx context.Context, sub uuid.UUID, vouched bool) (*gatePass, refusal) {
 	g.mu.Lock()
 	p, refused := g.admitNew(sub, vouched)
@@ -159,21 +159,40 @@ func (g *sendGate) await(ctx context.Context, sub uuid.UUID, vouched bool) (*gat
 	e.queue = append(e.queue, w)
 	g.mu.Unlock()
 
-	timer := time.NewTimer(refused.waitUntil.Sub(now))
-	defer timer.Stop()
-	select {
-	case p := <-w.pass:
-		return p, refusal{}
-	case <-timer.C:
-	case <-ctx.Done():
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if i := slices.Index(e.queue, w); i >= 0 {
+	deadline := now.Add(queueWait)
+	for until := earlier(refused.waitUntil, deadline); ; {
+		timer := time.NewTimer(until.Sub(now))
+		select {
+		case p := <-w.pass:
+			timer.Stop()
+			return p, refusal{}
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+		}
+		g.mu.Lock()
+		i := slices.Index(e.queue, w)
+		if i < 0 {
+			g.mu.Unlock()
+			return <-w.pass, refusal{} // a place was handed over as the wait ended
+		}
+		now = g.now()
+		refused = g.refuse(e, g.class(e, now), now)
+		if until = earlier(refused.waitUntil, deadline); until.After(now) && ctx.Err() == nil {
+			g.mu.Unlock()
+			continue
+		}
 		e.queue = slices.Delete(e.queue, i, i+1)
+		g.mu.Unlock()
 		return nil, refused
 	}
-	return <-w.pass, refusal{} // a place was handed over as the wait ended
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // admitNew admits a request that is not in the endpoint's queue: it goes behind those that are.
@@ -227,11 +246,16 @@ func (g *sendGate) refuse(e *endpointLoad, class endpointClass, now time.Time) r
 		}
 		return r
 	case classUnknown:
-		// Only while its probe is young: a new endpoint that hangs holds its waiters for briefWait at most.
+		// While its probe's request is young, or before it started (the probe's take waits for our own
+		// database): a new endpoint that hangs holds its waiters for briefWait of its request at most.
 		r := refusal{reason: "endpoint_probing", retryIn: g.slowAfter, queueRoom: g.slowCap}
 		for p := range e.inFlight {
-			if p.probe {
-				r.waitUntil = p.admitted.Add(briefWait)
+			switch {
+			case !p.probe:
+			case p.sending.IsZero():
+				r.waitUntil = now.Add(briefWait) // judged afresh then
+			default:
+				r.waitUntil = p.sending.Add(briefWait)
 			}
 		}
 		return r

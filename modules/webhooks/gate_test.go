@@ -324,3 +324,28 @@ func Test_a_request_for_a_fast_endpoint_whose_places_are_taken_by_a_slower_send_
 	require.Equal(t, 3, rc.count(), "sent, not put back")
 	require.Zero(t, hosttest.Metric(t, h.registry, "keelson_webhooks_put_back_total", "reason", "endpoint_busy"))
 }
+
+func Test_requests_for_a_new_endpoint_wait_for_its_probe_while_the_probes_request_is_young_not_its_take(t *testing.T) {
+	g := newSendGate(8, 2, time.Now)
+	endpoint := uuid.New()
+	probe, _ := g.admit(endpoint, false)
+	require.NotNil(t, probe)
+
+	result := make(chan refusal, 1)
+	go func() {
+		if p, refused := g.await(context.Background(), endpoint, false); p == nil {
+			result <- refused
+		} else {
+			result <- refusal{reason: "admitted"}
+		}
+	}()
+	require.Never(t, func() bool { return len(result) > 0 }, 2*briefWait, 5*time.Millisecond,
+		"the probe's take waits for our own database: that says nothing of the endpoint")
+	g.sending(probe) // its request starts, and hangs
+	select {
+	case refused := <-result:
+		require.Equal(t, "endpoint_probing", refused.reason, "briefWait of the probe's request, then put back")
+	case <-time.After(10 * time.Second):
+		t.Fatal("still waiting for a probe that hangs")
+	}
+}

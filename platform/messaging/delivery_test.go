@@ -3,9 +3,14 @@ package messaging_test
 import (
 	"context"
 	"net/url"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
 
 	"github.com/keelson/keelson/platform/database/dbtest"
 	"github.com/keelson/keelson/platform/host/hosttest"
@@ -175,5 +180,35 @@ func TestACommitWakesAnIdleForwarderOfItsProcess(t *testing.T) {
 	for i := range 3 { // each time the forwarders are idle again
 		e := publishOne(t, db, pub, "test.created", map[string]int{"i": i}, true)
 		waitFor(t, 20*time.Second, "the event consumed long before the next poll", func() bool { return got.has([]string{e.ID}) })
+	}
+}
+
+// outboxPolls counts the forwarders' outbox polls of a pool.
+type outboxPolls struct{ n atomic.Int64 }
+
+func (p *outboxPolls) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, "outbox_messages") && strings.Contains(d.SQL, "SKIP LOCKED") {
+		p.n.Add(1)
+	}
+	return ctx
+}
+
+func (*outboxPolls) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func TestAForwarderThatReadLessThanABatchWaitsForTheNextCommitInsteadOfPollingAgainAtOnce(t *testing.T) {
+	polls := &outboxPolls{}
+	db := dbtest.Create(t).OpenTraced(t, polls)
+	pub := newPublisher(t, db)
+	cfg := testConfig(t, "batched")
+	cfg.PollInterval, cfg.Forwarders = time.Minute, 1
+	got := newCollector()
+	startBus(t, cfg, db, messaging.Subscription{Consumer: "batched", EventTypes: []string{"test.created"}, Handle: got.handle})
+	waitFor(t, 20*time.Second, "the forwarder's first poll", func() bool { return polls.n.Load() == 1 })
+
+	for i := range 3 {
+		e := publishOne(t, db, pub, "test.created", map[string]int{"i": i}, true)
+		waitFor(t, 20*time.Second, "the event consumed", func() bool { return got.has([]string{e.ID}) })
+		require.Never(t, func() bool { return polls.n.Load() > int64(i+2) }, 300*time.Millisecond, 5*time.Millisecond,
+			"one poll per commit: the one that read its row, none after it")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -40,14 +41,14 @@ func newForwarders(cfg Config, db *database.DB, out message.Publisher, logger wa
 	ackDeadline := 30 * time.Second
 	fwds := make([]outboxForwarder, 0, cfg.Forwarders)
 	for range cfg.Forwarders {
-		stopped := make(chan struct{})
+		stopped, read := make(chan struct{}), &atomic.Int64{}
 		beginner := gatedBeginner{Beginner: wmsql.BeginnerFromStdSQL(db.SQL()), timeout: cfg.PublishTimeout}
 		sub, err := wmsql.NewSubscriber(beginner, wmsql.SubscriberConfig{
-			SchemaAdapter:  newOutboxSchema(cfg.ForwardBatchSize),
+			SchemaAdapter:  newOutboxSchema(cfg.ForwardBatchSize, read),
 			OffsetsAdapter: newOutboxOffsets(),
 			PollInterval:   cfg.PollInterval,
 			BackoffManager: idleUntilCommit{poll: cfg.PollInterval, wake: wakeOf(db), stopped: stopped,
-				BackoffManager: wmsql.NewDefaultBackoffManager(cfg.PollInterval, time.Second)},
+				read: read, batch: cfg.ForwardBatchSize, BackoffManager: wmsql.NewDefaultBackoffManager(cfg.PollInterval, time.Second)},
 			// A failed publish (broker down) is retried on this beat, row lock held, until AckDeadline.
 			ResendInterval: 500 * time.Millisecond,
 			RetryInterval:  time.Second,
@@ -93,18 +94,22 @@ func OutboxCommitted(db *database.DB) {
 	}
 }
 
-// idleUntilCommit is the outbox subscriber's backoff: after a poll that found no row, the forwarder
-// waits for a commit of this process that wrote outbox rows, or PollInterval for those written by
-// other processes. Errors back off as watermill's default does.
+// idleUntilCommit is the outbox subscriber's backoff: after a poll that found no row, or less than a
+// full batch (the outbox was empty behind them), the forwarder waits for a commit of this process that
+// wrote outbox rows, or PollInterval for those written by other processes. A commit during the poll
+// left a wake behind it, so no row waits longer. Only after a full batch does it poll again at once.
+// Errors back off as watermill's default does.
 type idleUntilCommit struct {
 	wmsql.BackoffManager
 	poll    time.Duration
 	wake    <-chan struct{}
 	stopped <-chan struct{}
+	read    *atomic.Int64 // rows the last poll read (outboxSchema)
+	batch   int
 }
 
 func (b idleUntilCommit) HandleError(logger watermill.LoggerAdapter, noMsg bool, err error) time.Duration {
-	if err != nil || !noMsg {
+	if err != nil || (!noMsg && b.read.Load() >= int64(b.batch)) {
 		return b.BackoffManager.HandleError(logger, noMsg, err)
 	}
 	t := time.NewTimer(b.poll)

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 
 	wmsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/components/forwarder"
@@ -28,10 +29,11 @@ func outboxTableName(string) string { return `"` + OutboxTable + `"` }
 // forward the rows read so far, then fail to delete them).
 type outboxSchema struct {
 	wmsql.PostgreSQLQueueSchema
+	read *atomic.Int64 // rows the current (or last) poll of its forwarder read; nil for the writer
 }
 
-func newOutboxSchema(batchSize int) outboxSchema {
-	return outboxSchema{wmsql.PostgreSQLQueueSchema{GenerateMessagesTableName: outboxTableName, SubscribeBatchSize: batchSize}}
+func newOutboxSchema(batchSize int, read *atomic.Int64) outboxSchema {
+	return outboxSchema{wmsql.PostgreSQLQueueSchema{GenerateMessagesTableName: outboxTableName, SubscribeBatchSize: batchSize}, read}
 }
 
 func (s outboxSchema) SelectQuery(params wmsql.SelectQueryParams) (wmsql.Query, error) {
@@ -40,7 +42,18 @@ func (s outboxSchema) SelectQuery(params wmsql.SelectQueryParams) (wmsql.Query, 
 		return q, err
 	}
 	q.Query += " SKIP LOCKED"
+	if s.read != nil {
+		s.read.Store(0) // a poll begins
+	}
 	return q, nil
+}
+
+func (s outboxSchema) UnmarshalMessage(params wmsql.UnmarshalMessageParams) (wmsql.Row, error) {
+	row, err := s.PostgreSQLQueueSchema.UnmarshalMessage(params)
+	if err == nil && s.read != nil {
+		s.read.Add(1)
+	}
+	return row, err
 }
 
 func (s outboxSchema) SubscribeIsolationLevel() sql.IsolationLevel { return sql.LevelReadCommitted }
@@ -90,7 +103,7 @@ func (a outboxOffsets) AckMessageQuery(params wmsql.AckMessageQueryParams) (wmsq
 // through exec, which must be the transaction of the unit of work (see platform/outbox).
 // Publish(topic, msgs...) takes the AMQP routing key (the event type) as topic.
 func NewOutboxWriter(exec wmsql.ContextExecutor) (message.Publisher, error) {
-	pub, err := wmsql.NewPublisher(exec, wmsql.PublisherConfig{SchemaAdapter: newOutboxSchema(0)}, nil)
+	pub, err := wmsql.NewPublisher(exec, wmsql.PublisherConfig{SchemaAdapter: newOutboxSchema(0, nil)}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("outbox writer: %w", err)
 	}

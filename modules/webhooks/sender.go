@@ -70,13 +70,17 @@ type sender struct {
 	now    func() time.Time
 }
 
-func newSender(timeout time.Duration, targets targetPolicy, now func() time.Time) *sender {
+// newSender sizes its keep-alive pools to the sends a replica makes at once (concurrency): one host,
+// which the endpoints of many subscriptions may share, keeps as many idle connections as requests can
+// be in flight to it, so a burst that used them all finds them again instead of dialing anew; all
+// hosts together keep four times that.
+func newSender(timeout time.Duration, targets targetPolicy, concurrency int, now func() time.Time) *sender {
 	transport := &http.Transport{
 		Proxy:                  nil, // a proxy would connect on our behalf and bypass the dial guard
 		DialContext:            targets.dialContext(timeout),
 		ForceAttemptHTTP2:      true,
-		MaxIdleConns:           512,
-		MaxIdleConnsPerHost:    128,
+		MaxIdleConns:           4 * concurrency,
+		MaxIdleConnsPerHost:    concurrency,
 		IdleConnTimeout:        90 * time.Second,
 		TLSHandshakeTimeout:    timeout,
 		ExpectContinueTimeout:  time.Second,

@@ -38,7 +38,7 @@ func Test_the_sender_sends_the_signed_bytes_with_a_fresh_timestamp_and_the_same_
 	key, _ := secretKey(secret)
 	body := []byte(`{"id":"evt_9","type":"a.b","timestamp":"2026-01-01T00:00:00Z","data":{"k":"v"}}`)
 	clock := time.Unix(1_700_000_000, 0)
-	s := newSender(time.Second, targetPolicy{allowPrivate: true}, func() time.Time { return clock })
+	s := newSender(time.Second, targetPolicy{allowPrivate: true}, 8, func() time.Time { return clock })
 
 	first := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_9", Body: body, Keys: []signingKey{newSigningKey(key)}})
 	clock = clock.Add(90 * time.Second)
@@ -83,7 +83,7 @@ func Test_the_sender_classifies_failures(t *testing.T) {
 	closed.Close()
 
 	key := make([]byte, 32)
-	s := newSender(200*time.Millisecond, targetPolicy{allowPrivate: true}, time.Now)
+	s := newSender(200*time.Millisecond, targetPolicy{allowPrivate: true}, 8, time.Now)
 	send := func(s *sender, url string) sendResult {
 		return s.send(context.Background(), outgoing{URL: url, MessageID: "m", Body: []byte(`{}`), Keys: []signingKey{newSigningKey(key)}})
 	}
@@ -106,7 +106,7 @@ func Test_the_sender_classifies_failures(t *testing.T) {
 	r = send(s, closedURL)
 	require.Equal(t, errClassConnection, r.ErrorClass)
 
-	guarded := newSender(time.Second, targetPolicy{}, time.Now)
+	guarded := newSender(time.Second, targetPolicy{}, 8, time.Now)
 	r = send(guarded, target.URL)
 	require.Equal(t, errClassSSRFBlocked, r.ErrorClass)
 	require.Zero(t, r.StatusCode)
@@ -130,7 +130,7 @@ func Test_the_sender_speaks_HTTP2_to_a_TLS_receiver_that_offers_it_over_one_conn
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	defer srv.Close()
-	s := newSender(5*time.Second, targetPolicy{allowPrivate: true}, time.Now)
+	s := newSender(5*time.Second, targetPolicy{allowPrivate: true}, 8, time.Now)
 	s.client.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
 	secret, err := newSecret()
 	require.NoError(t, err)
@@ -169,4 +169,48 @@ func Test_signing_a_request_allocates_only_its_signature(t *testing.T) {
 	signatureHeader(keys, "evt_1", 1_700_000_000, body) // the pool's first HMAC state
 	allocs := testing.AllocsPerRun(200, func() { signatureHeader(keys, "evt_1", 1_700_000_000, body) })
 	require.LessOrEqual(t, allocs, 1.0, "the signature string; the HMAC state comes from the key's pool")
+}
+
+func Test_a_burst_as_large_as_the_replicas_concurrency_finds_its_connections_again_instead_of_dialing_anew(t *testing.T) {
+	const concurrency, rounds = 200, 3 // 200: above any fixed pool a host was given
+	var dials, arrived atomic.Int64
+	released := make([]chan struct{}, rounds)
+	for i := range released {
+		released[i] = make(chan struct{})
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n := arrived.Add(1)
+		round := released[(n-1)/concurrency]
+		if n%concurrency == 0 {
+			close(round) // the whole burst is in flight, each request on a connection of its own
+		}
+		select {
+		case <-round:
+		case <-time.After(10 * time.Second):
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	s := newSender(10*time.Second, targetPolicy{allowPrivate: true}, concurrency, time.Now)
+
+	for round := range rounds {
+		var wg sync.WaitGroup
+		var failed atomic.Int64
+		for range concurrency {
+			wg.Go(func() {
+				if !s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_1", Body: []byte(`{}`)}).Succeeded() {
+					failed.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		require.Zero(t, failed.Load())
+		require.EqualValues(t, concurrency, dials.Load(), "round %d: every connection was kept alive for the next burst", round+1)
+	}
 }

@@ -67,7 +67,7 @@ func Test_an_allow_listed_target_is_reached_while_the_guard_keeps_refusing_the_r
 
 	policy, err := newTargetPolicy(false, []string{"LocalHost:" + port})
 	require.NoError(t, err)
-	s := newSender(time.Second, policy, time.Now)
+	s := newSender(time.Second, policy, 8, time.Now)
 	send := func(url string) sendResult {
 		return s.send(context.Background(), outgoing{URL: url, MessageID: "msg_1", Body: []byte("{}"), Keys: []signingKey{newSigningKey([]byte("k"))}})
 	}

@@ -101,7 +101,7 @@ func Test_a_pause_racing_sweeps_and_consumers_on_two_replicas_stops_every_send_a
 
 func Test_auto_disable_racing_redeliveries_disables_once_then_waits_and_resume_sends_everything(t *testing.T) {
 	cfg := testConfig()
-	cfg.RetrySchedule = make([]time.Duration, 30)
+	cfg.RetrySchedule = make([]time.Duration, 100) // no delivery runs out of attempts before the disable, however slow the machine
 	for i := range cfg.RetrySchedule {
 		cfg.RetrySchedule[i] = 30 * time.Millisecond
 	}

@@ -41,7 +41,6 @@ type sendGate struct {
 	perEndpoint     int
 	slowPerEndpoint int
 	slowAfter       time.Duration
-	sendTimeout     time.Duration // a request's longest run: a probe's verdict comes by then
 	now             func() time.Time
 	admits          int // since the last forget
 }
@@ -89,8 +88,8 @@ const (
 	forgetAfter = 30 * time.Second
 )
 
-func newSendGate(capacity, perEndpoint int, sendTimeout time.Duration, now func() time.Time) *sendGate {
-	return &sendGate{sendTimeout: sendTimeout,
+func newSendGate(capacity, perEndpoint int, now func() time.Time) *sendGate {
+	return &sendGate{
 		endpoints: map[uuid.UUID]*endpointLoad{}, busy: map[uuid.UUID]*endpointLoad{},
 		probeCap: max(1, capacity/4), slowCap: max(1, capacity/2), perEndpoint: max(1, perEndpoint),
 		slowPerEndpoint: min(slowPerEndpoint, max(1, perEndpoint)), slowAfter: slowSendAfter, now: now,
@@ -249,7 +248,6 @@ func (g *sendGate) refuse(e *endpointLoad, class endpointClass, now time.Time) r
 	case classUnknown:
 		// While its probe's request is young, or before it started (the probe's take waits for our own
 		// database): a new endpoint that hangs holds its waiters for briefWait of its request at most.
-		// Put back, it comes again when the probe's request will have ended, however it ends.
 		r := refusal{reason: "endpoint_probing", retryIn: g.slowAfter, queueRoom: g.slowCap}
 		for p := range e.inFlight {
 			switch {
@@ -258,7 +256,6 @@ func (g *sendGate) refuse(e *endpointLoad, class endpointClass, now time.Time) r
 				r.waitUntil = now.Add(briefWait) // judged afresh then
 			default:
 				r.waitUntil = p.sending.Add(briefWait)
-				r.retryIn = max(g.slowAfter, p.sending.Add(g.sendTimeout).Sub(now))
 			}
 		}
 		return r

@@ -14,7 +14,7 @@ import (
 
 func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whatever_the_others_do(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	g := newSendGate(8, 3, 10*time.Second, func() time.Time { return now })
+	g := newSendGate(8, 3, func() time.Time { return now })
 	fast := uuid.New()
 	admit := func(sub uuid.UUID) bool { p, _ := g.admit(sub, false); return p != nil }
 	send := func(p *gatePass, took time.Duration) {
@@ -105,7 +105,7 @@ func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whate
 
 func Test_the_send_gate_times_only_the_HTTP_request_and_a_slow_verdict_lapses_into_a_probe(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	g := newSendGate(8, 3, 10*time.Second, func() time.Time { return now })
+	g := newSendGate(8, 3, func() time.Time { return now })
 	admit := func(sub uuid.UUID) *gatePass { p, _ := g.admit(sub, false); return p }
 	endpoint, hung := uuid.New(), []uuid.UUID{uuid.New(), uuid.New()}
 
@@ -165,7 +165,7 @@ func Test_the_send_gate_times_only_the_HTTP_request_and_a_slow_verdict_lapses_in
 
 func Test_the_send_gate_forgets_endpoints_it_knows_nothing_useful_of(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	g := newSendGate(8, 3, 10*time.Second, func() time.Time { return now })
+	g := newSendGate(8, 3, func() time.Time { return now })
 	lapsed, refusedOnly, sending, fresh := uuid.New(), uuid.New(), uuid.New(), uuid.New()
 	p, _ := g.admit(lapsed, false)
 	g.sending(p)
@@ -227,7 +227,7 @@ func Test_a_send_gives_its_endpoints_place_back_before_its_outcome_is_written(t 
 }
 
 func Test_requests_refused_by_a_fast_endpoint_at_its_cap_wait_in_its_queue_and_get_places_in_their_order(t *testing.T) {
-	g := newSendGate(8, 1, 10*time.Second, time.Now)
+	g := newSendGate(8, 1, time.Now)
 	endpoint := uuid.New()
 	p, _ := g.admit(endpoint, false)
 	g.sending(p)
@@ -270,7 +270,7 @@ func Test_requests_refused_by_a_fast_endpoint_at_its_cap_wait_in_its_queue_and_g
 }
 
 func Test_a_request_waits_for_a_fast_endpoints_place_at_most_queueWait_then_is_put_back(t *testing.T) {
-	g := newSendGate(8, 1, 10*time.Second, time.Now)
+	g := newSendGate(8, 1, time.Now)
 	endpoint := uuid.New()
 	p, _ := g.admit(endpoint, false)
 	g.sending(p)
@@ -326,7 +326,7 @@ func Test_a_request_for_a_fast_endpoint_whose_places_are_taken_by_a_slower_send_
 }
 
 func Test_requests_for_a_new_endpoint_wait_for_its_probe_while_the_probes_request_is_young_not_its_take(t *testing.T) {
-	g := newSendGate(8, 2, 10*time.Second, time.Now)
+	g := newSendGate(8, 2, time.Now)
 	endpoint := uuid.New()
 	probe, _ := g.admit(endpoint, false)
 	require.NotNil(t, probe)
@@ -345,7 +345,6 @@ func Test_requests_for_a_new_endpoint_wait_for_its_probe_while_the_probes_reques
 	select {
 	case refused := <-result:
 		require.Equal(t, "endpoint_probing", refused.reason, "briefWait of the probe's request, then put back")
-		require.Greater(t, refused.retryIn, 9*time.Second, "until the probe's request will have ended (send timeout 10 s), not slowSendAfter")
 	case <-time.After(10 * time.Second):
 		t.Fatal("still waiting for a probe that hangs")
 	}

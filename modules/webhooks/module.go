@@ -311,7 +311,7 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 		cfg: cfg, db: db, store: store{db: db}, events: events, catalog: catalog, targets: targets,
 		sender: newSender(cfg.SendTimeout, targets, cfg.Concurrency, time.Now),
 		log:    log, metrics: met, now: database.Now, jitter: jitter, instance: defaultInstance(),
-		gate: newSendGate(cfg.Concurrency, cfg.EndpointConcurrency, cfg.SendTimeout, time.Now), terms: &termsCache{}, opened: &openedCache{},
+		gate: newSendGate(cfg.Concurrency, cfg.EndpointConcurrency, time.Now), terms: &termsCache{}, opened: &openedCache{},
 		handling: make(chan struct{}, cfg.Concurrency),
 	}
 	svc.takes = newBatcher(takeBatch, svc.writeTakes)

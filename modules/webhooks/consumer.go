@@ -192,9 +192,16 @@ func (s *Service) writeTakes(ctx context.Context, reqs []takeRequest) ([]takeRes
 			start = *r.SlotAt
 		}
 	}
-	return s.store.takeClaims(ctx, takeTerms{Now: now, LeaseUntil: now.Add(s.cfg.ClaimLease),
+	terms := takeTerms{Now: now, LeaseUntil: now.Add(s.cfg.ClaimLease),
 		KeepLeaseFrom: start.Add(keptLease(s.cfg.ClaimLease, s.cfg.SendTimeout, s.cfg.takeWriteBound())),
-		Instance:      s.instance, AbandonedBefore: now.Add(-s.cfg.SendTimeout)}, reqs)
+		Instance:      s.instance, AbandonedBefore: now.Add(-s.cfg.SendTimeout)}
+	var out []takeResult
+	err := s.db.WithGenericPlans(ctx, func(ctx context.Context) error {
+		var err error
+		out, err = s.store.takeClaims(ctx, terms, reqs)
+		return err
+	})
+	return out, err
 }
 
 // recordOutcome stores the delivery's new state, closes the attempt and updates the subscription's

@@ -32,16 +32,12 @@ type committed struct {
 	health SubscriptionHealth
 }
 
-// writeOutcomes commits a batch of outcomes of concurrent sends; outcomes that announce a final
-// failure share a transaction with their DeliveryFailed events.
+// writeOutcomes commits a batch of outcomes of concurrent sends, in one transaction with the
+// DeliveryFailed events of those that announce a final failure.
 func (s *Service) writeOutcomes(ctx context.Context, batch []outcome) ([]committed, error) {
 	ctx = tenancy.System(ctx, "webhooks outcomes") // the batch spans tenants: every row names its own
-	announces := slices.ContainsFunc(batch, func(o outcome) bool { return o.failed != nil })
-	if !announces {
-		return s.store.recordOutcomes(ctx, batch, s.now())
-	}
 	var out []committed
-	err := s.db.WithTx(ctx, func(ctx context.Context) error {
+	err := s.db.WithGenericPlans(ctx, func(ctx context.Context) error {
 		var err error
 		if out, err = s.store.recordOutcomes(ctx, batch, s.now()); err != nil {
 			return err

@@ -153,6 +153,19 @@ func (d *DB) WithTx(ctx context.Context, fn func(ctx context.Context) error) err
 	return d.transaction(ctx, fn)
 }
 
+// WithGenericPlans is WithTx for batch statements: their text is fixed while the lengths of their array
+// arguments vary, and PostgreSQL, judging each length worth a custom plan, plans most executions
+// afresh, which costs more than running them. Within the unit of work, prepared statements use their
+// generic plan, made once per connection. Joining a caller's unit of work, it holds for the rest of it.
+func (d *DB) WithGenericPlans(ctx context.Context, fn func(ctx context.Context) error) error {
+	return d.WithTx(ctx, func(ctx context.Context) error {
+		if err := d.Conn(ctx).Exec("SET LOCAL plan_cache_mode = force_generic_plan").Error; err != nil {
+			return fmt.Errorf("database: generic plans: %w", err)
+		}
+		return fn(ctx)
+	})
+}
+
 func (d *DB) transaction(ctx context.Context, fn func(ctx context.Context) error) error {
 	hooks := &commitHooks{}
 	err := d.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

@@ -127,7 +127,7 @@ const briefWait = 250 * time.Millisecond
 // the next sweep (SweepInterval, 5 s by default).
 const queueWait = time.Second
 
-// refusal says why admit let no send start, how long to put the request back for, until when a place
+// refusal says why the gate let no send start, how long to put the request back for, until when a place
 // is likely to free (zero: not worth waiting for), and how many requests may wait for one meanwhile.
 type refusal struct {
 	reason    string // the put-back metric's: endpoint_busy (fast, at its cap), endpoint_probing, endpoint_slow
@@ -136,17 +136,10 @@ type refusal struct {
 	queueRoom int
 }
 
-// admit lets a send to sub start, or says why not. vouched says the endpoint's last attempt, on any
-// replica, succeeded.
-func (g *sendGate) admit(sub uuid.UUID, vouched bool) (*gatePass, refusal) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.admitNew(sub, vouched)
-}
-
-// await is admit, except that a request refused while a place is likely to free soon joins the
-// endpoint's queue, if not full, and waits there for a place: while the refusal, judged afresh when
-// its waitUntil comes, still says a place is likely to free, for queueWait at most, or until ctx ends.
+// await lets a send to sub start, or says why not; vouched says the endpoint's last attempt, on any
+// replica, succeeded. A request refused while a place is likely to free soon joins the endpoint's
+// queue, if not full, and waits there for a place: while the refusal, judged afresh when its waitUntil
+// comes, still says a place is likely to free, for queueWait at most, or until ctx ends.
 func (g *sendGate) await(ctx context.Context, sub uuid.UUID, vouched bool) (*gatePass, refusal) {
 	g.mu.Lock()
 	p, refused := g.admitNew(sub, vouched)
@@ -326,7 +319,7 @@ func (g *sendGate) sent(p *gatePass, took time.Duration) {
 	g.giveBack(p, e)
 }
 
-// release gives back the place admit gave p, unless its request already did (sent).
+// release gives back the place the gate gave p, unless its request already did (sent).
 func (g *sendGate) release(p *gatePass) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -12,6 +12,13 @@ import (
 	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
+// admit is await without the queue: the gate's decision at once.
+func (g *sendGate) admit(sub uuid.UUID, vouched bool) (*gatePass, refusal) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.admitNew(sub, vouched)
+}
+
 func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whatever_the_others_do(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	g := newSendGate(8, 3, func() time.Time { return now })

@@ -73,7 +73,7 @@ func newForwarders(cfg Config, db *database.DB, out message.Publisher, logger wa
 }
 
 // commitWakes holds, per database, what wakes an idle forwarder of this process over it: one pending
-// wake is enough, as a woken forwarder polls until the outbox is empty.
+// wake is enough, as the poll it starts comes after every commit that found it pending.
 var commitWakes sync.Map // *database.DB → chan struct{}
 
 func wakeOf(db *database.DB) chan struct{} {

@@ -108,6 +108,30 @@ func Test_the_outcome_closes_each_attempt_as_a_HOT_update_and_keeps_the_start_th
 	}
 }
 
+func Test_a_batch_of_takes_that_keep_their_leases_writes_every_delivery_as_a_HOT_update(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{})
+	rc := newReceiver(t, nil)
+	h.subscribe(rc.URL, "*")
+	ctx := tenantContext()
+	reqs := bornRequests(t, h, 40) // more rows than one page holds: every row of a full page is taken at once
+
+	var updated, hot int
+	require.NoError(t, h.db.WithTx(ctx, func(ctx context.Context) error {
+		res, err := h.svc.writeTakes(ctx, reqs)
+		if err != nil {
+			return err
+		}
+		for i, r := range res {
+			require.True(t, r.ok, "request %d", i)
+		}
+		// This transaction's own counts: no other session's writes mix in.
+		return h.db.Conn(ctx).Raw(`SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables
+			WHERE relname = 'webhook_deliveries'`).Row().Scan(&updated, &hot)
+	}))
+	require.Equal(t, len(reqs), updated)
+	require.Equal(t, updated, hot, "a take within its lease changes no indexed column, and each page has room for a new version of all its rows")
+}
+
 func Test_an_attempt_taken_ahead_of_its_rate_slot_starts_at_the_slot(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)

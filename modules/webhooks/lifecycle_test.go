@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
@@ -193,7 +194,8 @@ func Test_pruning_racing_the_sweep_and_redeliveries_on_two_replicas_never_delete
 	ctx := tenantContext()
 
 	// 300 old deliveries: a third succeeded, a third failed (each with an attempt), a third pending and
-	// due (retries or expired claims the sweep will take) — all last changed two days ago.
+	// due (retries or expired claims the sweep will take) — all created and last changed two days ago,
+	// their time-ordered ids too.
 	for range 300 {
 		_, err := a.svc.PublishEvent(ctx, EventInput{Type: "order.old", Data: []byte(`{"n":1}`)})
 		require.NoError(t, err)
@@ -203,7 +205,9 @@ func Test_pruning_racing_the_sweep_and_redeliveries_on_two_replicas_never_delete
 			status = CASE numbered.k WHEN 0 THEN 'succeeded' WHEN 1 THEN 'failed' ELSE 'pending' END,
 			claim_id = CASE WHEN numbered.k = 2 THEN d.claim_id END,
 			next_attempt_at = CASE WHEN numbered.k = 2 THEN now() - interval '1 second' END,
-			updated_at = now() - interval '2 days', created_at = now() - interval '2 days'
+			updated_at = now() - interval '2 days', created_at = now() - interval '2 days',
+			id = (lpad(to_hex(CAST(extract(epoch FROM now() - interval '2 days') * 1000 AS bigint)), 12, '0')
+				|| substr(replace(CAST(d.id AS text), '-', ''), 13))::uuid
 		FROM numbered WHERE numbered.id = d.id`)
 	require.NoError(t, err)
 	_, err = a.db.SQL().Exec(`UPDATE webhook_events SET created_at = now() - interval '2 days'`)
@@ -292,4 +296,15 @@ func Test_retention_zero_keeps_everything_and_recent_rows_stay(t *testing.T) {
 	p, err := h.svc.PruneBefore(tenantContext(), time.Now().Add(-time.Hour), 10)
 	require.NoError(t, err)
 	assert.Equal(t, Pruned{}, p, "finished an hour ago or less: kept")
+}
+
+func Test_the_id_bound_of_a_time_is_above_every_v7_id_minted_by_then_and_not_above_later_ones(t *testing.T) {
+	for range 100 {
+		id := uuid.Must(uuid.NewV7())
+		sec, nsec := id.Time().UnixTime()
+		minted := time.Unix(sec, nsec)
+		by, before := v7After(minted), v7After(minted.Add(-time.Millisecond))
+		assert.Negative(t, bytes.Compare(id[:], by[:]), "minted at %s", minted)
+		assert.GreaterOrEqual(t, bytes.Compare(id[:], before[:]), 0, "minted after %s", minted.Add(-time.Millisecond))
+	}
 }

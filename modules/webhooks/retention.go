@@ -2,8 +2,11 @@ package webhooks
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/platform/tenancy"
 )
@@ -59,27 +62,38 @@ func (s *Service) Prune(ctx context.Context) error {
 }
 
 // PruneBefore deletes finished deliveries, their attempts and delivery-less events from before cutoff.
+// Deliveries are found on their primary key: a delivery's time-ordered (v7) id is minted at its
+// creation, which precedes its last change, so every row changed before cutoff has an id below the
+// bound of cutoff's millisecond. The range is walked in id order from batch to batch (after), which
+// spares the table an index on its last change that every outcome would write an entry to.
 func (s *Service) PruneBefore(ctx context.Context, cutoff time.Time, batch int) (Pruned, error) {
 	ctx = tenancy.System(ctx, "webhooks retention") // every tenant's old rows go
 	var p Pruned
+	after, bound := uuid.Nil, v7After(cutoff)
 	for {
-		var deleted struct{ Deliveries, Attempts int64 }
+		var deleted struct {
+			Deliveries, Attempts int64
+			Last                 *uuid.UUID
+		}
 		err := s.db.Conn(ctx).Raw(`WITH doomed AS (
 				SELECT id FROM webhook_deliveries
-				WHERE status IN ('succeeded', 'failed') AND updated_at < ?
-				ORDER BY updated_at LIMIT ? FOR UPDATE SKIP LOCKED),
+				WHERE id > @after AND id < @bound AND status IN ('succeeded', 'failed') AND updated_at < @cutoff
+				ORDER BY id LIMIT @batch FOR UPDATE SKIP LOCKED),
 			attempts AS (DELETE FROM webhook_attempts a USING doomed WHERE a.delivery_id = doomed.id RETURNING 1),
 			deliveries AS (DELETE FROM webhook_deliveries d USING doomed WHERE d.id = doomed.id RETURNING 1)
-			SELECT (SELECT count(*) FROM deliveries) AS deliveries, (SELECT count(*) FROM attempts) AS attempts`,
-			cutoff, batch).Scan(&deleted).Error
+			SELECT (SELECT count(*) FROM deliveries) AS deliveries, (SELECT count(*) FROM attempts) AS attempts,
+				(SELECT id FROM doomed ORDER BY id DESC LIMIT 1) AS last`,
+			sql.Named("after", after), sql.Named("bound", bound), sql.Named("cutoff", cutoff), sql.Named("batch", batch)).
+			Scan(&deleted).Error
 		if err != nil {
 			return p, fmt.Errorf("prune deliveries: %w", err)
 		}
 		p.Deliveries += deleted.Deliveries
 		p.Attempts += deleted.Attempts
-		if deleted.Deliveries < int64(batch) {
+		if deleted.Deliveries < int64(batch) || deleted.Last == nil {
 			break
 		}
+		after = *deleted.Last
 	}
 	for {
 		res := s.db.Conn(ctx).Exec(`DELETE FROM webhook_events WHERE (tenant_id, id) IN (
@@ -94,4 +108,16 @@ func (s *Service) PruneBefore(ctx context.Context, cutoff time.Time, batch int) 
 			return p, nil
 		}
 	}
+}
+
+// v7After is the least id a v7 UUID minted after t's millisecond can have: every v7 id of t or
+// earlier is below it (PostgreSQL orders uuids byte by byte, and a v7 id begins with its Unix milliseconds).
+func v7After(t time.Time) uuid.UUID {
+	var id uuid.UUID
+	ms := uint64(t.UnixMilli()) + 1
+	for i := 5; i >= 0; i-- {
+		id[i] = byte(ms)
+		ms >>= 8
+	}
+	return id
 }

@@ -125,7 +125,7 @@ var Variables = []Variable{
 		set: func(c *Config, v string) error { return parseEnum(v, &c.LogFormat, "json", "text") }},
 	{Name: "KEELSON_ENCRYPTION_KEYS", Default: "", Secret: true, Usage: "comma-separated id:base64key AES-256 keys (openssl rand -base64 32); the first seals values modules store at rest, all open; empty = stored unencrypted, with a warning",
 		set: func(c *Config, v string) (err error) { c.Secrets, err = secrets.Parse(v); return err }},
-	{Name: "OUTBOX_POLL_INTERVAL", Default: "20ms", Usage: "how often an idle outbox forwarder polls for rows other processes wrote",
+	{Name: "OUTBOX_POLL_INTERVAL", Default: "250ms", Usage: "how often an idle outbox forwarder polls for rows other processes wrote (a commit in its own process wakes it at once; each poll is a transaction)",
 		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.OutboxPollInterval) }},
 	{Name: "JOB_WORKERS", Default: "8", Usage: "concurrent job handlers per process",
 		set: func(c *Config, v string) error { return parseInt(v, 1, 1000, &c.JobWorkers) }},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -24,7 +25,9 @@ type Bus struct {
 	logger  *slog.Logger
 	wlogger watermill.LoggerAdapter
 	metrics *metrics
-	subs    []Subscription
+	// stopping is set once Run begins to stop its components (stopAwareLogger).
+	stopping atomic.Bool
+	subs     []Subscription
 
 	pubBroker *broker // forwarders and dead-lettering
 	subBroker *broker // consumers, so publisher flow control never stalls them
@@ -52,18 +55,20 @@ func New(cfg Config, db *database.DB, logger *slog.Logger, reg prometheus.Regist
 		m.deadLettered.WithLabelValues(s.Consumer)
 	}
 	logger = logger.With("component", "messaging")
-	return &Bus{
+	b := &Bus{
 		cfg:     cfg,
 		db:      db,
 		logger:  logger,
-		wlogger: watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug}),
 		metrics: m,
 		subs:    append([]Subscription(nil), subs...),
 
 		pubBroker: newBroker(cfg.AMQPURL, "keelson-forwarder"),
 		subBroker: newBroker(cfg.AMQPURL, "keelson-consumer"),
 		ready:     make(chan struct{}),
-	}, nil
+	}
+	b.wlogger = stopAwareLogger{stopping: &b.stopping,
+		LoggerAdapter: watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})}
+	return b, nil
 }
 
 // Ready is closed once the topology is declared and forwarders and consumers are running.
@@ -138,6 +143,7 @@ func (b *Bus) run(ctx context.Context) error {
 	case <-gctx.Done(): // a component stopped on its own
 	}
 	b.logger.Info("messaging bus stopping")
+	b.stopping.Store(true)
 	// A watermill router closed before its Run has subscribed waits its whole CloseTimeout for
 	// handlers that never start, then fails with "router close timeout": a SIGTERM that arrives
 	// while the bus is still starting made an idle replica exit 1 after 25 s.

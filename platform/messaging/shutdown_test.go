@@ -2,6 +2,8 @@ package messaging_test
 
 import (
 	"context"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/keelson/keelson/platform/database/dbtest"
+	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/tenancy"
 )
@@ -178,4 +181,49 @@ func TestABusStoppedWhileStartingReturnsPromptlyAndCleanly(t *testing.T) {
 			t.Fatalf("stop %d ms into the start: Run still running after 15s", i*3)
 		}
 	}
+}
+
+// A graceful stop logs no error: the routers' "all handlers stopped", which watermill logs as an
+// error, is expected when the bus itself closed their subscribers; an operator sees errors only for
+// what went wrong.
+func TestABusStoppedOnRequestLogsNoError(t *testing.T) {
+	db := dbtest.New(t)
+	pub := newPublisher(t, db)
+	cfg := testConfig(t, "quiet")
+	got := newCollector()
+	sub := messaging.Subscription{Consumer: "quiet", EventTypes: []string{"test.quiet"}, Handle: got.handle}
+	errs := &errorRecords{}
+	bus, err := messaging.New(cfg, db, slog.New(errs), prometheus.NewRegistry(), []messaging.Subscription{sub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := hosttest.RunBus(t, bus)
+	e := publishOne(t, db, pub, "test.quiet", map[string]string{}, true)
+	waitFor(t, 20*time.Second, "the event handled", func() bool { return got.has([]string{e.ID}) })
+	running.Stop(t)
+	if msgs := errs.messages(); len(msgs) > 0 {
+		t.Fatalf("a graceful stop logged %d errors: %q", len(msgs), msgs)
+	}
+}
+
+// errorRecords is a slog handler that keeps the message of every record at error level or above.
+type errorRecords struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *errorRecords) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+func (h *errorRecords) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs = append(h.msgs, r.Message)
+	return nil
+}
+func (h *errorRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *errorRecords) WithGroup(string) slog.Handler      { return h }
+
+func (h *errorRecords) messages() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.msgs...)
 }

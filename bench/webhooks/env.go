@@ -164,6 +164,23 @@ func (e *environment) close() {
 	if e.dropDB != nil {
 		e.dropDB()
 	}
+	e.removeQuietLogs()
+}
+
+// removeQuietLogs deletes the replicas' log directory when they logged nothing (LOG_LEVEL=error), and
+// otherwise says where it is.
+func (e *environment) removeQuietLogs() {
+	if e.logDir == "" {
+		return
+	}
+	logs, _ := os.ReadDir(e.logDir)
+	for _, l := range logs {
+		if info, err := l.Info(); err == nil && info.Size() > 0 {
+			fmt.Fprintf(os.Stderr, "the replicas logged errors: %s\n", e.logDir)
+			return
+		}
+	}
+	_ = os.RemoveAll(e.logDir)
 }
 
 // deleteTopology removes the exchange and the queues of every consumer the app declares.

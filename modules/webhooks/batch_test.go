@@ -296,3 +296,35 @@ func Test_copies_of_one_claim_in_one_batch_are_taken_once(t *testing.T) {
 	}
 	require.Equal(t, 1, n)
 }
+
+func Test_a_success_on_an_endpoint_whose_health_is_fresh_neither_writes_nor_waits_for_its_health_row(t *testing.T) {
+	h := newHarness(t, testConfig(), harnessOptions{})
+	rc := newReceiver(t, nil)
+	sub, _ := h.subscribe(rc.URL, "*")
+	ctx := tenantContext()
+	sent := takeFresh(t, h, 2)
+	now := h.svc.now()
+	_, err := h.svc.store.recordOutcomes(ctx, []outcome{succeededOutcome(h, sent[0])}, now)
+	require.NoError(t, err)
+	version := func() (xmin string) {
+		require.NoError(t, h.db.SQL().QueryRowContext(ctx, `SELECT xmin::text FROM webhook_subscription_health
+			WHERE subscription_id = $1`, sub).Scan(&xmin))
+		return xmin
+	}
+	refreshed := version()
+
+	// Another replica's outcome batch holds the row, as it does while it records a failure.
+	other, err := h.db.SQL().BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback() }()
+	_, err = other.ExecContext(ctx, `SELECT 1 FROM webhook_subscription_health WHERE subscription_id = $1 FOR UPDATE`, sub)
+	require.NoError(t, err)
+
+	waitless, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	results, err := h.svc.store.recordOutcomes(waitless, []outcome{succeededOutcome(h, sent[1])}, now.Add(500*time.Millisecond))
+	require.NoError(t, err, "a success within the second of the last refresh waited for the health row's lock")
+	require.True(t, results[0].won)
+	require.Zero(t, results[0].health.ConsecutiveFailures)
+	require.Equal(t, refreshed, version(), "the health row was not written")
+}

@@ -103,8 +103,11 @@ func healthChanges(batch []outcome) []healthChange {
 // superseded when its delivery was changed meanwhile (a redelivery's attempt counts, not this one),
 // and each subscription's health once for all its outcomes. A success refreshes last_success_at at
 // most once a second per subscription unless it ends a run of failures, so a busy endpoint's
-// successes do not all write its health row. Deliveries are locked in id order and health rows in
-// subscription order, so concurrent batches wait for one another instead of deadlocking.
+// successes do not all write its health row; nor do they lock it: a success on a row refreshed
+// within the second is left out before the upsert (whose WHERE re-checks under the lock what that
+// read without one), so the outcome batches of two replicas do not queue on a busy endpoint's row.
+// Deliveries are locked in id order and health rows in subscription order, so concurrent batches
+// wait for one another instead of deadlocking.
 func (s store) recordOutcomes(ctx context.Context, batch []outcome, now time.Time) ([]committed, error) {
 	n := len(batch)
 	var (
@@ -169,7 +172,9 @@ func (s store) recordOutcomes(ctx context.Context, batch []outcome, now time.Tim
 		RETURNING d.id),
 	h AS (
 		SELECT * FROM unnest(CAST(@subs AS text[])::uuid[], CAST(@succeeded AS bool[]), CAST(@failed AS bool[]),
-			CAST(@failures AS int8[]), CAST(@since AS timestamptz[])) AS h(sub, succeeded, failed, failures, since)),
+			CAST(@failures AS int8[]), CAST(@since AS timestamptz[])) AS h(sub, succeeded, failed, failures, since)
+		WHERE failed OR NOT EXISTS (SELECT 1 FROM webhook_subscription_health fresh WHERE fresh.subscription_id = sub
+			AND fresh.consecutive_failures = 0 AND fresh.last_success_at >= CAST(@now AS timestamptz) - interval '1 second')),
 	health AS (
 		INSERT INTO webhook_subscription_health AS sh (subscription_id, last_success_at, last_failure_at, failing_since, consecutive_failures)
 		SELECT sub, CASE WHEN succeeded THEN CAST(@now AS timestamptz) END, CASE WHEN failed THEN CAST(@now AS timestamptz) END,

@@ -77,7 +77,11 @@ func (s *Service) handleDeliveryRequested(ctx context.Context, e messaging.Event
 	errs := make([]error, len(reqs))
 	var wg sync.WaitGroup
 	for i, req := range reqs {
-		wg.Go(func() { errs[i] = s.attemptRequested(ctx, req) })
+		wg.Add(1)
+		s.handlers.Go(func() {
+			defer wg.Done()
+			errs[i] = s.attemptRequested(ctx, req)
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)

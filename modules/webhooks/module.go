@@ -272,7 +272,8 @@ type Service struct {
 	// instance names this replica in claims and attempts (module.Deps.InstanceID, else hostname:pid).
 	instance string
 	gate     *sendGate
-	handling chan struct{} // a place for each delivery being handled: Concurrency of them
+	handling chan struct{}   // a place for each delivery being handled: Concurrency of them
+	handlers *warmGoroutines // the goroutines of a request message's deliveries
 	terms    *termsCache
 	sealer   sealer                                // secrets and header values at rest; set by Register (none: stored as they are)
 	takes    *batcher[takeRequest, takeResult]     // the take of each handled request, batched
@@ -312,7 +313,7 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 		sender: newSender(cfg.SendTimeout, targets, cfg.Concurrency, time.Now),
 		log:    log, metrics: met, now: database.Now, jitter: jitter, instance: defaultInstance(),
 		gate: newSendGate(cfg.Concurrency, cfg.EndpointConcurrency, time.Now), terms: &termsCache{}, opened: &openedCache{},
-		handling: make(chan struct{}, cfg.Concurrency),
+		handling: make(chan struct{}, cfg.Concurrency), handlers: newWarmGoroutines(5 * time.Second),
 	}
 	svc.takes = newBatcher(takeBatch, svc.writeTakes)
 	svc.takes.split = oncePer(func(r takeRequest) uuid.UUID { return r.DeliveryID }) // a delivery once per batch

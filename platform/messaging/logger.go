@@ -19,7 +19,7 @@ type stopAwareLogger struct {
 
 func (l stopAwareLogger) Error(msg string, err error, fields watermill.LogFields) {
 	if msg == routerStoppedMsg && l.stopping.Load() {
-		l.LoggerAdapter.Debug(msg, fields)
+		l.Debug(msg, fields)
 		return
 	}
 	l.LoggerAdapter.Error(msg, err, fields)

@@ -14,6 +14,8 @@
 //
 //	go run ./bench/webhooks -events 0 -rate 50 -for 20s -stalled 100 -send-timeout 10s -no-pgbench
 //
+// Add -before BIN -rounds N to alternate that run between two builds and print them side by side.
+//
 // With -warmup N, N burst events are delivered and the database ANALYZEd before the measured burst.
 // With -profile DIR, the burst also yields PostgreSQL's statements (pg_stat_statements: the server
 // needs shared_preload_libraries='pg_stat_statements', so point -pg at such a cluster), commits and
@@ -113,6 +115,9 @@ func run(ctx context.Context, o options) error {
 		}
 	default:
 		return fmt.Errorf("unknown -peer %q", o.peer)
+	}
+	if o.stalled > 0 && o.peer != "" {
+		return fmt.Errorf("-stalled compares Keelson builds (-before), not a peer")
 	}
 	if o.peer != "" || o.beforeBin != "" {
 		err := sideBySide(ctx, o, bin)

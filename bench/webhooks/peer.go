@@ -41,6 +41,9 @@ func sideBySide(ctx context.Context, o options, bin string) error {
 			r.round, r.load = round, load
 			results = append(results, r)
 		}
+		if o.noPgbench {
+			continue
+		}
 		tps, err := benchenv.Pgbench(ctx, o.adminURL, nil)
 		if err != nil {
 			return fmt.Errorf("pgbench: %w", err)
@@ -58,9 +61,21 @@ func sideBySide(ctx context.Context, o options, bin string) error {
 		if r.system == "Convoy" {
 			redis = fmt.Sprintf("%.2f", r.tput.otherMS)
 		}
-		fmt.Printf("| %d | %s | %s | %.0f | %.0f | %.2f / %.2f / %s ms | %s / %s / %s | %.0f | %.2f |\n",
-			r.round, r.system, strings.Join(strings.Fields(r.load)[:3], " "), r.tput.acceptedPerSec, r.tput.deliveriesPerSec,
-			r.tput.appMS, r.tput.postgresMS, redis, ms(r.lat.p50), ms(r.lat.p95), ms(r.lat.p99), r.pgbenchTP, r.tput.deliveriesPerSec/r.pgbenchTP)
+		// A fairness run has no burst (-events 0) and may skip pgbench: those columns are dashes.
+		accepted, delivered, cpu, tps, ratio := "—", "—", "— / — / —", "—", "—"
+		if o.events > 0 {
+			accepted, delivered = fmt.Sprintf("%.0f", r.tput.acceptedPerSec), fmt.Sprintf("%.0f", r.tput.deliveriesPerSec)
+			cpu = fmt.Sprintf("%.2f / %.2f / %s", r.tput.appMS, r.tput.postgresMS, redis)
+		}
+		if r.pgbenchTP > 0 {
+			tps = fmt.Sprintf("%.0f", r.pgbenchTP)
+			if o.events > 0 {
+				ratio = fmt.Sprintf("%.2f", r.tput.deliveriesPerSec/r.pgbenchTP)
+			}
+		}
+		fmt.Printf("| %d | %s | %s | %s | %s | %s ms | %s / %s / %s | %s | %s |\n",
+			r.round, r.system, strings.Join(strings.Fields(r.load)[:3], " "), accepted, delivered,
+			cpu, ms(r.lat.p50), ms(r.lat.p95), ms(r.lat.p99), tps, ratio)
 	}
 	fmt.Println()
 	return nil
@@ -70,6 +85,7 @@ func oneRound(ctx context.Context, o options, bin, which string, round int) (rou
 	res := roundResult{system: which}
 	var s system
 	var closeFn func()
+	var env *environment
 	if which != "Convoy" {
 		if which == "Keelson before" {
 			bin = o.beforeBin
@@ -78,7 +94,7 @@ func oneRound(ctx context.Context, o options, bin, which string, round int) (rou
 		if err != nil {
 			return res, err
 		}
-		s, closeFn = e, e.close
+		s, closeFn, env = e, e.close, e
 	} else {
 		c, err := newConvoy(ctx, o)
 		if err != nil {
@@ -92,10 +108,20 @@ func oneRound(ctx context.Context, o options, bin, which string, round int) (rou
 		po.profileDir = fmt.Sprintf("%s/%s-%d", o.profileDir, strings.ReplaceAll(strings.ToLower(which), " ", "-"), round)
 	}
 	var err error
-	if res.tput, err = throughput(ctx, s, po); err != nil {
-		return res, fmt.Errorf("throughput: %w", err)
+	if o.events > 0 {
+		if res.tput, err = throughput(ctx, s, po); err != nil {
+			return res, fmt.Errorf("throughput: %w", err)
+		}
 	}
-	if res.lat, err = latency(ctx, s, o); err != nil {
+	stop := func() {}
+	if o.stalled > 0 && env != nil { // the fairness run: run checks that no peer is in it
+		if stop, err = stallEndpoints(ctx, env, o); err != nil {
+			return res, fmt.Errorf("stalled endpoints: %w", err)
+		}
+	}
+	res.lat, err = latency(ctx, s, o)
+	stop()
+	if err != nil {
 		return res, fmt.Errorf("latency: %w", err)
 	}
 	return res, nil

@@ -3,7 +3,6 @@ package messaging_test
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -192,8 +191,9 @@ func TestABusStoppedOnRequestLogsNoError(t *testing.T) {
 	cfg := testConfig(t, "quiet")
 	got := newCollector()
 	sub := messaging.Subscription{Consumer: "quiet", EventTypes: []string{"test.quiet"}, Handle: got.handle}
-	errs := &errorRecords{}
-	bus, err := messaging.New(cfg, db, slog.New(errs), prometheus.NewRegistry(), []messaging.Subscription{sub})
+	var errs hosttest.LogBuffer
+	logger := slog.New(slog.NewTextHandler(&errs, &slog.HandlerOptions{Level: slog.LevelError}))
+	bus, err := messaging.New(cfg, db, logger, prometheus.NewRegistry(), []messaging.Subscription{sub})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,29 +201,7 @@ func TestABusStoppedOnRequestLogsNoError(t *testing.T) {
 	e := publishOne(t, db, pub, "test.quiet", map[string]string{}, true)
 	waitFor(t, 20*time.Second, "the event handled", func() bool { return got.has([]string{e.ID}) })
 	running.Stop(t)
-	if msgs := errs.messages(); len(msgs) > 0 {
-		t.Fatalf("a graceful stop logged %d errors: %q", len(msgs), msgs)
+	if logged := errs.String(); logged != "" {
+		t.Fatalf("a graceful stop logged errors:\n%s", logged)
 	}
-}
-
-// errorRecords is a slog handler that keeps the message of every record at error level or above.
-type errorRecords struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (h *errorRecords) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
-func (h *errorRecords) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.msgs = append(h.msgs, r.Message)
-	return nil
-}
-func (h *errorRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *errorRecords) WithGroup(string) slog.Handler      { return h }
-
-func (h *errorRecords) messages() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.msgs...)
 }

@@ -57,6 +57,9 @@ func (s *Service) writeOutcomes(ctx context.Context, batch []outcome) ([]committ
 	return out, err
 }
 
+// successRefresh is how old last_success_at may be before a success writes it again.
+const successRefresh = time.Second
+
 // healthChange is what a batch's outcomes do to one subscription's health, applied in their order:
 // a success resets the failure run, a failure extends it.
 type healthChange struct {
@@ -174,7 +177,7 @@ func (s store) recordOutcomes(ctx context.Context, batch []outcome, now time.Tim
 		SELECT * FROM unnest(CAST(@subs AS text[])::uuid[], CAST(@succeeded AS bool[]), CAST(@failed AS bool[]),
 			CAST(@failures AS int8[]), CAST(@since AS timestamptz[])) AS h(sub, succeeded, failed, failures, since)
 		WHERE failed OR NOT EXISTS (SELECT 1 FROM webhook_subscription_health fresh WHERE fresh.subscription_id = sub
-			AND fresh.consecutive_failures = 0 AND fresh.last_success_at >= CAST(@now AS timestamptz) - interval '1 second')),
+			AND fresh.consecutive_failures = 0 AND fresh.last_success_at >= @refreshed_after)),
 	health AS (
 		INSERT INTO webhook_subscription_health AS sh (subscription_id, last_success_at, last_failure_at, failing_since, consecutive_failures)
 		SELECT sub, CASE WHEN succeeded THEN CAST(@now AS timestamptz) END, CASE WHEN failed THEN CAST(@now AS timestamptz) END,
@@ -188,7 +191,7 @@ func (s store) recordOutcomes(ctx context.Context, batch []outcome, now time.Tim
 			failing_since = CASE WHEN excluded.last_success_at IS NOT NULL THEN excluded.failing_since
 				ELSE coalesce(sh.failing_since, excluded.failing_since) END
 		WHERE excluded.last_failure_at IS NOT NULL OR sh.consecutive_failures > 0 OR sh.last_success_at IS NULL
-			OR sh.last_success_at < CAST(@now AS timestamptz) - interval '1 second'
+			OR sh.last_success_at < @refreshed_after
 		RETURNING subscription_id, failing_since, consecutive_failures),
 	closed AS (
 		UPDATE webhook_attempts a SET result = CASE WHEN EXISTS (SELECT 1 FROM updated u WHERE u.id = o.id) THEN o.result ELSE 'superseded' END,
@@ -209,7 +212,7 @@ func (s store) recordOutcomes(ctx context.Context, batch []outcome, now time.Tim
 		sql.Named("excerpts", pgArray[string](excerpts)), sql.Named("headers", pgArray[string](headers)),
 		sql.Named("subs", pgArray[string](subs)), sql.Named("succeeded", pgArray[bool](succeeded)), sql.Named("failed", pgArray[bool](failed)),
 		sql.Named("failures", pgArray[int64](failures)), sql.Named("since", pgArray[*time.Time](since)),
-		sql.Named("now", now)).Rows()
+		sql.Named("now", now), sql.Named("refreshed_after", now.Add(-successRefresh))).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("record %d outcomes: %w", n, err)
 	}

@@ -85,7 +85,6 @@ func oneRound(ctx context.Context, o options, bin, which string, round int) (rou
 	res := roundResult{system: which}
 	var s system
 	var closeFn func()
-	var env *environment
 	if which != "Convoy" {
 		if which == "Keelson before" {
 			bin = o.beforeBin
@@ -94,7 +93,7 @@ func oneRound(ctx context.Context, o options, bin, which string, round int) (rou
 		if err != nil {
 			return res, err
 		}
-		s, closeFn, env = e, e.close, e
+		s, closeFn = e, e.close
 	} else {
 		c, err := newConvoy(ctx, o)
 		if err != nil {
@@ -114,7 +113,7 @@ func oneRound(ctx context.Context, o options, bin, which string, round int) (rou
 		}
 	}
 	stop := func() {}
-	if o.stalled > 0 && env != nil { // the fairness run: run checks that no peer is in it
+	if env, ok := s.(*environment); ok && o.stalled > 0 { // the fairness run: run checks that no peer is in it
 		if stop, err = stallEndpoints(ctx, env, o); err != nil {
 			return res, fmt.Errorf("stalled endpoints: %w", err)
 		}

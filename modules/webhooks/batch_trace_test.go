@@ -9,17 +9,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
 
 func Test_batched_takes_and_outcomes_are_spans_linked_to_the_span_of_every_delivery_in_their_batch(t *testing.T) {
 	const n = 20
 	h := newHarness(t, testConfig(), harnessOptions{})
-	recorder := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	h.svc.traceAttempts(tp)
+	recorder, tp := h.recordSpans()
 	// A receiver that takes a moment keeps concurrent sends together, so their outcomes share batches.
 	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
 		time.Sleep(20 * time.Millisecond)

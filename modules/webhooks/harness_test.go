@@ -18,6 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/keelson/keelson/migrations"
 	pcontract "github.com/keelson/keelson/modules/proposals/contract"
@@ -149,6 +151,16 @@ var invoiceEvents = []module.EventType{
 }
 
 // startBus runs the real messaging bus on an exchange and queues of the test's own, deleted at the end.
+// recordSpans makes the service trace its attempts, batches and ingestion into a recorder the test
+// reads; the provider is returned for spans of the test's own.
+func (h *harness) recordSpans() (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
+	recorder := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	h.t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	h.svc.traceAttempts(tp)
+	return recorder, tp
+}
+
 func (h *harness) startBus(subs []messaging.Subscription, logger *slog.Logger, reg prometheus.Registerer) {
 	t := h.t
 	cfg := hosttest.Broker()

@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -11,8 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelson/keelson/modules/webhooks/contract"
@@ -23,10 +20,7 @@ import (
 func Test_events_published_together_share_one_unit_of_work_and_each_caller_gets_its_own_answer(t *testing.T) {
 	const n = 40
 	h := newHarness(t, testConfig(), harnessOptions{})
-	recorder := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	h.svc.traceAttempts(tp)
+	recorder, _ := h.recordSpans()
 	h.subscribe("http://127.0.0.1:9/a", "order.*")
 	h.subscribe("http://127.0.0.1:9/b", "order.created")
 	stored, err := h.svc.PublishEvent(tenantContext(), EventInput{ID: "stored", Type: "order.created", Data: []byte(`{"n":0}`)})

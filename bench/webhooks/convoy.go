@@ -107,7 +107,7 @@ func newConvoy(ctx context.Context, o options) (*convoy, error) {
 		c.procs = append(c.procs, cmd)
 	}
 	c.api = "http://127.0.0.1:" + strconv.Itoa(ports[0])
-	if err := c.waitHealthy(ctx); err != nil {
+	if err := waitOK(ctx, c.api+"/healthz", 2*time.Minute); err != nil {
 		c.close()
 		return nil, fmt.Errorf("convoy server: %w (logs in %s)", err, c.dir)
 	}
@@ -138,21 +138,6 @@ func waitListening(ctx context.Context, addr string) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("%s not listening after 30s", addr)
-}
-
-func (c *convoy) waitHealthy(ctx context.Context) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.api+"/healthz", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return fmt.Errorf("not healthy after 2 minutes")
 }
 
 // call sends a JSON request and decodes the "data" of Convoy's answer into out (if not nil).

@@ -120,7 +120,7 @@ func newEnvironment(ctx context.Context, o options, bin string) (*environment, e
 		e.apis = append(e.apis, "http://"+addr)
 	}
 	for _, api := range e.apis {
-		if err := waitReady(ctx, api); err != nil {
+		if err := waitOK(ctx, api+"/readyz", time.Minute); err != nil {
 			e.close()
 			return nil, fmt.Errorf("%s: %w (logs in %s)", api, err, logDir)
 		}
@@ -214,10 +214,11 @@ func freePort(ctx context.Context) (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func waitReady(ctx context.Context, api string) error {
-	deadline := time.Now().Add(60 * time.Second)
+// waitOK polls url until it answers 200, for at most within.
+func waitOK(ctx context.Context, url string, within time.Duration) error {
+	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, api+"/readyz", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -226,7 +227,7 @@ func waitReady(ctx context.Context, api string) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("not ready after 60s")
+	return fmt.Errorf("%s: no 200 within %s", url, within)
 }
 
 // post sends an authenticated JSON request to one replica's webhooks API.

@@ -200,7 +200,7 @@ func (s *Service) writeTakes(ctx context.Context, reqs []takeRequest) ([]takeRes
 		KeepLeaseFrom: start.Add(keptLease(s.cfg.ClaimLease, s.cfg.SendTimeout, s.cfg.takeWriteBound())),
 		Instance:      s.instance, AbandonedBefore: now.Add(-s.cfg.SendTimeout)}
 	var out []takeResult
-	err := s.batchWrite(ctx, len(reqs), false, func(ctx context.Context) error {
+	err := s.batchWrite(ctx, false, func(ctx context.Context) error {
 		var err error
 		out, err = s.store.takeClaims(ctx, terms, reqs)
 		return err
@@ -208,22 +208,16 @@ func (s *Service) writeTakes(ctx context.Context, reqs []takeRequest) ([]takeRes
 	return out, err
 }
 
-// genericPlansFrom is the batch size from which a take's or outcomes' statement runs on its generic
-// plan (database.WithGenericPlans): below it, the unit of work's three more round trips cost more
-// latency than the planning they save, and a light load has the CPU to plan.
-const genericPlansFrom = 8
-
-// batchWrite runs the write of a batch of n, in a unit of work if needsTx or if it is large enough to
-// run on generic plans.
-func (s *Service) batchWrite(ctx context.Context, n int, needsTx bool, fn func(ctx context.Context) error) error {
-	switch {
-	case n >= genericPlansFrom:
-		return s.db.WithGenericPlans(ctx, fn)
-	case needsTx:
-		return s.db.WithTx(ctx, fn)
-	default:
+// batchWrite runs the write of a batch on generic plans (database.WithGenericPlans), in a unit of
+// work if needsTx: the take and outcome statements are the same for any batch size, and planning
+// them afresh would cost more than running them.
+func (s *Service) batchWrite(ctx context.Context, needsTx bool, fn func(ctx context.Context) error) error {
+	return s.db.WithGenericPlans(ctx, func(ctx context.Context) error {
+		if needsTx {
+			return s.db.WithTx(ctx, fn)
+		}
 		return fn(ctx)
-	}
+	})
 }
 
 // recordOutcome stores the delivery's new state, closes the attempt and updates the subscription's

@@ -38,7 +38,7 @@ func (s *Service) writeOutcomes(ctx context.Context, batch []outcome) ([]committ
 	ctx = tenancy.System(ctx, "webhooks outcomes") // the batch spans tenants: every row names its own
 	announces := slices.ContainsFunc(batch, func(o outcome) bool { return o.failed != nil })
 	var out []committed
-	err := s.batchWrite(ctx, len(batch), announces, func(ctx context.Context) error {
+	err := s.batchWrite(ctx, announces, func(ctx context.Context) error {
 		var err error
 		if out, err = s.store.recordOutcomes(ctx, batch, s.now()); err != nil {
 			return err

@@ -83,7 +83,7 @@ type Variable struct {
 var Variables = []Variable{
 	{Name: "DATABASE_URL", Default: "postgres://postgres@127.0.0.1:5432/keelson?sslmode=disable", Secret: true, Usage: "PostgreSQL connection URL",
 		set: func(c *Config, v string) error { return parseURL(v, &c.DatabaseURL, "postgres", "postgresql") }},
-	{Name: "DB_MAX_OPEN_CONNS", Default: "20", Usage: "PostgreSQL connections per replica, all of them: one pool shared by HTTP, consumers, outbox forwarders and jobs (no other connections); keep replicas × this + 2 (migrate) below max_connections",
+	{Name: "DB_MAX_OPEN_CONNS", Default: "20", Usage: "PostgreSQL connections per replica, all of them: HTTP, consumers, outbox forwarders and jobs share them, two kept for the webhook batch writes (no other connections); keep replicas × this + 2 (migrate) below max_connections",
 		set: func(c *Config, v string) error { return parseInt(v, 1, 1000, &c.DBMaxOpenConns) }},
 	{Name: "AMQP_URL", Default: "amqp://guest:guest@127.0.0.1:5672/", Secret: true, //nolint:gosec // RabbitMQ's well-known local default
 		Usage: "RabbitMQ connection URL; comma-separated URLs of a cluster's nodes fail over in turn",

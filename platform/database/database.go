@@ -52,6 +52,12 @@ func (d *DB) Trace(tp trace.TracerProvider) {
 // so an updated_at token read back from the database equals the one in memory.
 func Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
+// genericPlansSettings are the settings of WithGenericPlans. A generic plan is made once per session and
+// kept until the tables' statistics change: made while a table is young (a few rows, no statistics
+// yet) it would scan the table whole, and keep doing so as the table grows until the next ANALYZE.
+// Batch statements reach every row by key, so sequential scans are off.
+var genericPlansSettings = map[string]string{"plan_cache_mode": "force_generic_plan", "enable_seqscan": "off"}
+
 // genericPlansConns is the most connections of the budget that the pool of WithGenericPlans takes:
 // a webhooks replica writes one batch of takes and one of outcomes at a time.
 const genericPlansConns = 2
@@ -87,8 +93,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}
 	d := &DB{gorm: g, sql: sqlDB}
 	if genericConns > 0 {
-		d.generic, d.genericSQL, err = openPool(cfg, map[string]string{"plan_cache_mode": "force_generic_plan"},
-			genericConns, genericConns, lifetime)
+		d.generic, d.genericSQL, err = openPool(cfg, genericPlansSettings, genericConns, genericConns, lifetime)
 		if err != nil {
 			_ = sqlDB.Close()
 			return nil, err
@@ -209,15 +214,17 @@ func (d *DB) WithTx(ctx context.Context, fn func(ctx context.Context) error) err
 // plans most executions afresh, which costs more than running them (a lone webhook take is planned
 // in about a millisecond and run in a fifth of that). Outside a unit of work, fn's statements, and the
 // units of work it opens, run on a pool whose sessions plan every prepared statement once
-// (plan_cache_mode force_generic_plan), at no extra round trip; fn must not hold one of its
-// connections while it asks for another. Within a caller's unit of work, or when the budget left no
-// room for that pool, the setting is made for the rest of the unit of work (SET LOCAL).
+// (genericPlansSettings), at no extra round trip; fn must not hold one of its connections while it
+// asks for another. Within a caller's unit of work, or when the budget left no room for that pool, the
+// settings hold for the rest of the unit of work.
 func (d *DB) WithGenericPlans(ctx context.Context, fn func(ctx context.Context) error) error {
 	if _, inTx := TxFromContext(ctx); !inTx && d.generic != nil {
 		return fn(context.WithValue(ctx, genericPlansKey{}, true))
 	}
 	return d.WithTx(ctx, func(ctx context.Context) error {
-		if err := d.Conn(ctx).Exec("SET LOCAL plan_cache_mode = force_generic_plan").Error; err != nil {
+		err := d.Conn(ctx).Exec(`SELECT set_config('plan_cache_mode', ?, true), set_config('enable_seqscan', ?, true)`,
+			genericPlansSettings["plan_cache_mode"], genericPlansSettings["enable_seqscan"]).Error
+		if err != nil {
 			return fmt.Errorf("database: generic plans: %w", err)
 		}
 		return fn(ctx)

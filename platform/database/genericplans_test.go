@@ -8,11 +8,13 @@ import (
 	"github.com/keelson/keelson/platform/database/dbtest"
 )
 
-// planMode is the plan_cache_mode of the session that runs ctx's statements.
+// planMode is the plan_cache_mode of the session that runs ctx's statements, and whether it may scan
+// a table whole.
 func planMode(t *testing.T, db *database.DB, ctx context.Context) string {
 	t.Helper()
 	var mode string
-	if err := db.Conn(ctx).Raw(`SELECT current_setting('plan_cache_mode')`).Scan(&mode).Error; err != nil {
+	err := db.Conn(ctx).Raw(`SELECT current_setting('plan_cache_mode') || ', seqscan ' || current_setting('enable_seqscan')`).Scan(&mode).Error
+	if err != nil {
 		t.Fatal(err)
 	}
 	return mode
@@ -25,8 +27,8 @@ func TestWithGenericPlansRunsBatchStatementsOnTheirGenericPlanOnlyWithinIt(t *te
 
 	t.Run("outside a unit of work, on sessions that plan every statement once, and in the units of work it opens", func(t *testing.T) {
 		err := db.WithGenericPlans(ctx, func(ctx context.Context) error {
-			if mode := planMode(t, db, ctx); mode != "force_generic_plan" {
-				t.Errorf("a statement runs in plan mode %q, want force_generic_plan", mode)
+			if mode := planMode(t, db, ctx); mode != "force_generic_plan, seqscan off" {
+				t.Errorf("a statement runs in plan mode %q, want force_generic_plan, seqscan off", mode)
 			}
 			return db.WithTx(ctx, func(ctx context.Context) error {
 				for n := range 8 {
@@ -49,20 +51,20 @@ func TestWithGenericPlansRunsBatchStatementsOnTheirGenericPlanOnlyWithinIt(t *te
 		if err != nil {
 			t.Fatal(err)
 		}
-		if mode := planMode(t, db, ctx); mode != "auto" {
-			t.Fatalf("outside it a statement runs in plan mode %q, want auto", mode)
+		if mode := planMode(t, db, ctx); mode != "auto, seqscan on" {
+			t.Fatalf("outside it a statement runs in plan mode %q, want auto, seqscan on", mode)
 		}
 	})
 
 	t.Run("within a caller's unit of work, for the rest of that unit only", func(t *testing.T) {
 		db.SQL().SetMaxOpenConns(1) // one session: the one whose setting is read after the unit of work
 		err := db.WithTx(ctx, func(ctx context.Context) error {
-			if mode := planMode(t, db, ctx); mode != "auto" {
-				t.Errorf("before WithGenericPlans the unit of work plans in mode %q, want auto", mode)
+			if mode := planMode(t, db, ctx); mode != "auto, seqscan on" {
+				t.Errorf("before WithGenericPlans the unit of work plans in mode %q, want auto, seqscan on", mode)
 			}
 			return db.WithGenericPlans(ctx, func(ctx context.Context) error {
-				if mode := planMode(t, db, ctx); mode != "force_generic_plan" {
-					t.Errorf("within WithGenericPlans the unit of work plans in mode %q, want force_generic_plan", mode)
+				if mode := planMode(t, db, ctx); mode != "force_generic_plan, seqscan off" {
+					t.Errorf("within WithGenericPlans the unit of work plans in mode %q, want force_generic_plan, seqscan off", mode)
 				}
 				return nil
 			})
@@ -70,8 +72,8 @@ func TestWithGenericPlansRunsBatchStatementsOnTheirGenericPlanOnlyWithinIt(t *te
 		if err != nil {
 			t.Fatal(err)
 		}
-		if mode := planMode(t, db, ctx); mode != "auto" {
-			t.Fatalf("after the unit of work the session plans in mode %q, want auto", mode)
+		if mode := planMode(t, db, ctx); mode != "auto, seqscan on" {
+			t.Fatalf("after the unit of work the session plans in mode %q, want auto, seqscan on", mode)
 		}
 	})
 }

@@ -150,7 +150,6 @@ var invoiceEvents = []module.EventType{
 	{Type: "invoice.paid", Description: "An invoice was paid.", Example: invoiceSent{InvoiceID: "inv_1", Amount: 1200}},
 }
 
-// startBus runs the real messaging bus on an exchange and queues of the test's own, deleted at the end.
 // recordSpans makes the service trace its attempts, batches and ingestion into a recorder the test
 // reads; the provider is returned for spans of the test's own.
 func (h *harness) recordSpans() (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
@@ -161,6 +160,7 @@ func (h *harness) recordSpans() (*tracetest.SpanRecorder, *sdktrace.TracerProvid
 	return recorder, tp
 }
 
+// startBus runs the real messaging bus on an exchange and queues of the test's own, deleted at the end.
 func (h *harness) startBus(subs []messaging.Subscription, logger *slog.Logger, reg prometheus.Registerer) {
 	t := h.t
 	cfg := hosttest.Broker()

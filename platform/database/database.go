@@ -37,7 +37,7 @@ type Config struct {
 type DB struct {
 	gorm       *gorm.DB
 	sql        *sql.DB
-	generic    *gorm.DB // sessions in plan_cache_mode force_generic_plan: see WithGenericPlans
+	generic    *gorm.DB // sessions started with genericPlansSettings, for WithGenericPlans; nil when the budget is small
 	genericSQL *sql.DB
 	tracer     atomic.Pointer[trace.Tracer] // nil: units of work record no span
 }

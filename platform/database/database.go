@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,12 +110,7 @@ func openPool(cfg Config, params map[string]string, maxOpen, maxIdle int, lifeti
 			if cfg.Tracer != nil {
 				c.Tracer = cfg.Tracer
 			}
-			if len(params) > 0 && c.RuntimeParams == nil {
-				c.RuntimeParams = map[string]string{}
-			}
-			for k, v := range params {
-				c.RuntimeParams[k] = v
-			}
+			maps.Copy(c.RuntimeParams, params) // pgx's parsed config always has the map
 			return nil
 		}),
 	}})

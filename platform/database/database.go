@@ -118,6 +118,8 @@ func openPool(cfg Config, params map[string]string, maxOpen, maxIdle int, lifeti
 		NowFunc:        Now,
 		TranslateError: true,
 		Logger:         logger.Discard,
+		// Open pings the main pool itself, with its context; the generic-plans pool connects on first use.
+		DisableAutomaticPing: true,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("database: open: %w", err)

@@ -88,6 +88,9 @@ func TestTheGenericPlansPoolIsTakenFromTheConnectionBudget(t *testing.T) {
 		main, generic := db.SQL().Stats().MaxOpenConnections, 0
 		if pool := db.GenericPlansPool(); pool != nil {
 			generic = pool.Stats().MaxOpenConnections
+			if open := pool.Stats().OpenConnections; open != 0 {
+				t.Errorf("a budget of %d: the generic-plans pool holds %d connections before its first use, want 0", c.budget, open)
+			}
 		}
 		_ = db.Close()
 		if main != c.main || generic != c.generic {

@@ -26,7 +26,7 @@
 // With -peer convoy, rounds of Keelson and of Convoy alternate (K, C, K, C) with the same burst,
 // warm-up, ANALYZE and steady rate, pgbench after each pair, and one table at the end. Convoy is
 // not part of this repository: build it from its source and pass the binary; redis-server must be
-// on PATH (see docs/performance.md):
+// on PATH (see docs/performance.md#benchwebhooks):
 //
 //	go run ./bench/webhooks -peer convoy -convoy-bin /tmp/convoy -rounds 2 -warmup 200
 //

@@ -19,7 +19,7 @@ import (
 
 // BenchmarkTokenLookupOnGet times one authenticated GET through the whole engine with a bootstrap
 // token, a stored token (its row cached), and a stored token under the PostgreSQL rate limit (one
-// upsert per request); docs/performance.md has the figures.
+// upsert per request); docs/performance.md#request-path-tracing-tokens-tenant-filter has the figures.
 func BenchmarkTokenLookupOnGet(b *testing.B) {
 	db := dbtest.New(b)
 	store, err := auth.NewStore(db)

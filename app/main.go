@@ -103,15 +103,3 @@ func fatalLogger(getenv func(string) string, w io.Writer) *slog.Logger {
 	}
 	return telemetry.NewLogger(w, format, slog.LevelInfo)
 }
-
-// printVariables writes an env file: each variable's meaning on a comment line of its own, then
-// NAME=default. Values are written as they are, which env-file loaders and `set -a; . file` both
-// read unchanged because no default holds a quote, a space, a `$` or a `#`.
-func printVariables(w io.Writer) {
-	for i, v := range Variables {
-		if i > 0 {
-			fmt.Fprintln(w)
-		}
-		fmt.Fprintf(w, "# %s\n%s=%s\n", v.Usage, v.Name, v.Default)
-	}
-}

@@ -14,8 +14,13 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN if [ "$GOPROXY" != off ]; then go mod download; fi
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/keelson ./app
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/receiver ./examples/receiver
+# Stamped into the binary (`keelson version`); the context has no .git, so pass them:
+# docker build --build-arg VERSION=$(git describe --tags --always) --build-arg COMMIT=$(git rev-parse HEAD) --build-arg BUILD_DATE=$(date -u +%Y-%m-%dT%H:%M:%SZ) .
+ARG VERSION
+ARG COMMIT
+ARG BUILD_DATE
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/keelson/keelson/platform/telemetry.version=${VERSION} -X github.com/keelson/keelson/platform/telemetry.commit=${COMMIT} -X github.com/keelson/keelson/platform/telemetry.date=${BUILD_DATE}" -o /out/keelson ./app
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/keelson/keelson/platform/telemetry.version=${VERSION} -X github.com/keelson/keelson/platform/telemetry.commit=${COMMIT} -X github.com/keelson/keelson/platform/telemetry.date=${BUILD_DATE}" -o /out/receiver ./examples/receiver
 
 # Demo webhook receiver for docker compose: logs each delivery and whether its signature verifies.
 FROM ${RUNTIME_IMAGE} AS receiver

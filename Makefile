@@ -1,5 +1,11 @@
-# The binary, the Dockerfile and CI build the same way.
-BUILD_FLAGS := -trimpath -ldflags "-s -w"
+# The binary, the Dockerfile and CI build the same way. VERSION, COMMIT and BUILD_DATE are stamped
+# into the binary (`keelson version`, keelson_build_info); the Dockerfile takes them as build arguments.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+export VERSION COMMIT BUILD_DATE
+STAMP := github.com/keelson/keelson/platform/telemetry
+BUILD_FLAGS := -trimpath -ldflags "-s -w -X $(STAMP).version=$${VERSION} -X $(STAMP).commit=$${COMMIT} -X $(STAMP).date=$${BUILD_DATE}"
 GOLANGCI_LINT_VERSION := v2.15.0
 GOVULNCHECK_VERSION := v1.9.0
 
@@ -15,7 +21,7 @@ run: services build
 
 ## build: a static, stripped bin/keelson (the same command as the Dockerfile's)
 build:
-	@echo "building bin/keelson: static (CGO_ENABLED=0), -trimpath, stripped (-s -w)"
+	@echo "building bin/keelson $(VERSION): static (CGO_ENABLED=0), -trimpath, stripped (-s -w)"
 	CGO_ENABLED=0 go build $(BUILD_FLAGS) -o bin/keelson ./app
 
 migrate: build

@@ -3,10 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -68,46 +70,73 @@ type Config struct {
 
 	ConsoleEnabled    bool
 	ConsoleSessionTTL time.Duration
+
+	values map[string]string // each variable as read (or defaulted), for LogValue
 }
 
-// Variable is one configuration variable: its name, default and meaning, as documented in docs/operations.md.
+// Variable is one configuration setting, declared once in Variables: its name, default, meaning
+// and how it is read and checked. Everything else derives from the declaration: LoadConfig, the
+// `keelson env` file, the table in docs/operations.md (TestTheOperationsTableIsTheDeclarations) and
+// the configuration logged at start.
 type Variable struct {
 	Name    string
-	Default string
-	Secret  bool
-	Usage   string
-	set     func(c *Config, value string) error
+	Default string // "" = unset
+	Secret  bool   // masked in the start-up log
+	// Doc is the meaning, in Markdown, on one line: docs/operations.md shows it as it is, and
+	// `keelson env` without link targets.
+	Doc string
+	// DefaultDoc is what the docs show as the default when it is computed at start (INSTANCE_ID).
+	DefaultDoc string
+	set        func(c *Config, value string) error
+	// check runs once every variable is set, for rules between variables; its error names this one.
+	check func(c Config) error
+	// show is how the start-up log shows the value; nil = as read, or masked when Secret.
+	show func(c Config) string
 }
 
 // Variables lists every environment variable the app reads; docker-compose.yml may use no other.
 var Variables = []Variable{
-	{Name: "DATABASE_URL", Default: "postgres://postgres@127.0.0.1:5432/keelson?sslmode=disable", Secret: true, Usage: "PostgreSQL connection URL",
-		set: func(c *Config, v string) error { return parseURL(v, &c.DatabaseURL, "postgres", "postgresql") }},
-	{Name: "DB_MAX_OPEN_CONNS", Default: "20", Usage: "PostgreSQL connections per replica, all of them: HTTP, consumers, outbox forwarders and jobs share them, two kept for the webhook batch writes (no other connections); keep replicas × this + 2 (migrate) below max_connections",
-		set: func(c *Config, v string) error { return parseInt(v, 1, 1000, &c.DBMaxOpenConns) }},
+	{Name: "DATABASE_URL", Default: "postgres://postgres@127.0.0.1:5432/keelson?sslmode=disable", Secret: true,
+		Doc:  "PostgreSQL connection URL",
+		set:  func(c *Config, v string) error { return parseURL(v, &c.DatabaseURL, "postgres", "postgresql") },
+		show: func(c Config) string { return maskURL(c.DatabaseURL) }},
+	intVar("DB_MAX_OPEN_CONNS", "20", 1, 1000, func(c *Config) *int { return &c.DBMaxOpenConns },
+		"PostgreSQL connections per replica — the whole budget: HTTP, consumers, outbox forwarders and jobs share them (see [Connection budget](#connection-budget))"),
 	{Name: "AMQP_URL", Default: "amqp://guest:guest@127.0.0.1:5672/", Secret: true, //nolint:gosec // RabbitMQ's well-known local default
-		Usage: "RabbitMQ connection URL; comma-separated URLs of a cluster's nodes fail over in turn",
-		set:   func(c *Config, v string) error { return parseURLs(v, &c.AMQPURL, "amqp", "amqps") }},
-	{Name: "AMQP_EXCHANGE", Default: "keelson.events", Usage: "topic exchange integration events are published to",
-		set: func(c *Config, v string) error { return parseName(v, &c.AMQPExchange) }},
-	{Name: "AMQP_QUEUE_PREFIX", Default: "keelson", Usage: "prefix of every consumer queue",
-		set: func(c *Config, v string) error { return parseName(v, &c.AMQPQueuePrefix) }},
-	{Name: "AMQP_QUEUE_TYPE", Default: "classic", Usage: "classic or quorum: the type consumer queues are declared with (fixed once declared)",
-		set: func(c *Config, v string) error { return parseEnum(v, &c.AMQPQueueType, "classic", "quorum") }},
-	{Name: "HTTP_ADDR", Default: ":8080", Usage: "HTTP listen address",
-		set: func(c *Config, v string) error { c.HTTPAddr = v; return nil }},
-	{Name: "API_TOKENS", Default: "", Secret: true, Usage: "comma-separated bearer tokens accepted on /api/v1",
-		set: func(c *Config, v string) error { c.APITokens = splitList(v); return nil }},
-	{Name: "API_RATE_LIMIT", Default: "0", Usage: "requests each API token may make per window, counted across replicas in PostgreSQL: N/window (6000/1m); 0 = no limit; over it: 429 with Retry-After",
+		Doc:  "RabbitMQ connection URL; several comma-separated URLs (the nodes of one cluster) are tried in turn, starting with the one that answered last",
+		set:  func(c *Config, v string) error { return parseURLs(v, &c.AMQPURL, "amqp", "amqps") },
+		show: func(c Config) string { return maskURLs(c.AMQPURL) }},
+	nameVar("AMQP_EXCHANGE", "keelson.events", func(c *Config) *string { return &c.AMQPExchange },
+		"topic exchange integration events are published to"),
+	nameVar("AMQP_QUEUE_PREFIX", "keelson", func(c *Config) *string { return &c.AMQPQueuePrefix },
+		"prefix of every consumer queue (`<prefix>.<consumer>`, `<prefix>.<consumer>.dead`)"),
+	enumVar("AMQP_QUEUE_TYPE", "classic", func(c *Config) *string { return &c.AMQPQueueType },
+		"`classic` or `quorum`: the type consumer and dead-letter queues are declared with; a queue keeps its type (see [Broker clusters](#broker-clusters-and-quorum-queues))",
+		"classic", "quorum"),
+	stringVar("HTTP_ADDR", ":8080", func(c *Config) *string { return &c.HTTPAddr }, "HTTP listen address"),
+	{Name: "API_TOKENS", Secret: true,
+		Doc:  "comma-separated bootstrap bearer tokens: every scope, in the `default` tenant; stored tokens (`keelson tokens create`) work besides them (see [tokens](tokens.md))",
+		set:  func(c *Config, v string) error { c.APITokens = splitList(v); return nil },
+		show: func(c Config) string { return fmt.Sprintf("%d configured", len(c.APITokens)) }},
+	{Name: "API_RATE_LIMIT", Default: "0",
+		Doc: "requests each API token may make per window, `N/window` (`6000/1m`), counted across replicas in PostgreSQL; over it: 429 `rate_limited` with `Retry-After`; `0` = no limit (see [rate limits](tokens.md#rate-limits))",
 		set: func(c *Config, v string) (err error) {
 			c.APIRateLimit, c.APIRateWindow, err = auth.ParseRate(v)
 			return err
 		}},
-	{Name: "METRICS_ADDR", Default: "", Usage: "serve /metrics on this separate listen address (127.0.0.1:9090) instead of on HTTP_ADDR; empty = on HTTP_ADDR",
-		set: func(c *Config, v string) error { c.MetricsAddr = v; return nil }},
-	{Name: "METRICS_PPROF", Default: "false", Usage: "also serve Go's CPU, heap and goroutine profiles at /debug/pprof/ on METRICS_ADDR (required); never on HTTP_ADDR",
-		set: func(c *Config, v string) error { return parseBool(v, &c.MetricsPprof) }},
-	{Name: "CORS_ALLOWED_ORIGINS", Default: "", Usage: "comma-separated browser origins (https://app.example.com) allowed to call the API; none by default",
+	stringVar("METRICS_ADDR", "", func(c *Config) *string { return &c.MetricsAddr },
+		"serve `/metrics` on this separate address (`127.0.0.1:9090`) instead of on `HTTP_ADDR`, which then has no `/metrics`"),
+	{Name: "METRICS_PPROF", Default: "false",
+		Doc: "also serve Go's runtime profiles (`/debug/pprof/`: CPU, heap, goroutines) on `METRICS_ADDR`, which it requires; never on `HTTP_ADDR`",
+		set: func(c *Config, v string) error { return parseBool(v, &c.MetricsPprof) },
+		check: func(c Config) error {
+			if c.MetricsPprof && c.MetricsAddr == "" {
+				return errors.New("needs METRICS_ADDR (profiles are never served on HTTP_ADDR)")
+			}
+			return nil
+		}},
+	{Name: "CORS_ALLOWED_ORIGINS",
+		Doc: "comma-separated browser origins (`https://app.example.com`) allowed to call the API cross-origin; none = no CORS headers, browsers refuse cross-origin reads",
 		set: func(c *Config, v string) error {
 			c.CORSAllowedOrigins = splitList(v)
 			for _, o := range c.CORSAllowedOrigins {
@@ -117,83 +146,120 @@ var Variables = []Variable{
 			}
 			return nil
 		}},
-	{Name: "INSTANCE_ID", Default: "", Usage: "worker identity written into claims (default hostname:pid)",
-		set: func(c *Config, v string) error { c.InstanceID = v; return nil }},
-	{Name: "LOG_LEVEL", Default: "info", Usage: "debug, info, warn or error",
+	{Name: "INSTANCE_ID", DefaultDoc: "hostname:pid", Doc: "worker identity written into claims",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				host, _ := os.Hostname()
+				v = fmt.Sprintf("%s:%d", host, os.Getpid())
+			}
+			c.InstanceID = v
+			return nil
+		},
+		show: func(c Config) string { return c.InstanceID }},
+	{Name: "LOG_LEVEL", Default: "info", Doc: "`debug`, `info`, `warn` or `error`",
 		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
-	{Name: "LOG_FORMAT", Default: "json", Usage: "json or text",
-		set: func(c *Config, v string) error { return parseEnum(v, &c.LogFormat, "json", "text") }},
-	{Name: "KEELSON_ENCRYPTION_KEYS", Default: "", Secret: true, Usage: "comma-separated id:base64key AES-256 keys (openssl rand -base64 32); the first seals values modules store at rest, all open; empty = stored unencrypted, with a warning",
-		set: func(c *Config, v string) (err error) { c.Secrets, err = secrets.Parse(v); return err }},
-	{Name: "OUTBOX_POLL_INTERVAL", Default: "250ms", Usage: "how often an idle outbox forwarder polls for rows other processes wrote (a commit in its own process wakes it at once; each poll is a transaction)",
-		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.OutboxPollInterval) }},
-	{Name: "JOB_WORKERS", Default: "8", Usage: "concurrent job handlers per process",
-		set: func(c *Config, v string) error { return parseInt(v, 1, 1000, &c.JobWorkers) }},
-	{Name: "SHUTDOWN_TIMEOUT", Default: "25s", Usage: "bound on finishing in-flight work at SIGTERM",
-		set: func(c *Config, v string) error { return parseDuration(v, time.Second, &c.ShutdownTimeout) }},
-	{Name: "WEBHOOKS_ALLOW_PRIVATE_TARGETS", Default: "false", Usage: "allow loopback/private/link-local webhook URLs",
-		set: func(c *Config, v string) error { return parseBool(v, &c.WebhooksAllowPrivateTargets) }},
-	{Name: "WEBHOOKS_ALLOWED_TARGETS", Default: "", Usage: "comma-separated host:port webhook targets reached even when private",
+	enumVar("LOG_FORMAT", "json", func(c *Config) *string { return &c.LogFormat }, "`json` or `text`", "json", "text"),
+	{Name: "KEELSON_ENCRYPTION_KEYS", Secret: true,
+		Doc:  "comma-separated `id:base64key` AES-256 keys (`openssl rand -base64 32`); the first seals values stored at rest, every one opens (see [Encryption keys](#encryption-keys)); empty = stored unencrypted, with one warning at start",
+		set:  func(c *Config, v string) (err error) { c.Secrets, err = secrets.Parse(v); return err },
+		show: func(c Config) string { return "current key " + c.Secrets.CurrentKeyID() }},
+	durationVar("OUTBOX_POLL_INTERVAL", "250ms", time.Millisecond, func(c *Config) *time.Duration { return &c.OutboxPollInterval },
+		"how often an idle outbox forwarder polls for rows other processes wrote (a commit in its own process wakes it at once, so only rows of a stopped replica or a command wait for it; every poll is a transaction)"),
+	intVar("JOB_WORKERS", "8", 1, 1000, func(c *Config) *int { return &c.JobWorkers }, "concurrent job handlers per process"),
+	durationVar("SHUTDOWN_TIMEOUT", "25s", time.Second, func(c *Config) *time.Duration { return &c.ShutdownTimeout },
+		"bound on finishing in-flight work at SIGTERM"),
+	boolVar("WEBHOOKS_ALLOW_PRIVATE_TARGETS", "false", func(c *Config) *bool { return &c.WebhooksAllowPrivateTargets },
+		"allow loopback/private/link-local webhook URLs (dev and tests: switches the SSRF guard off)"),
+	{Name: "WEBHOOKS_ALLOWED_TARGETS",
+		Doc: "comma-separated `host:port` targets reached even when private (`receiver:9000` in compose); every other target stays guarded",
 		set: func(c *Config, v string) error { return parseHostPorts(v, &c.WebhooksAllowedTargets) }},
-	{Name: "WEBHOOKS_SEND_TIMEOUT", Default: "15s", Usage: "HTTP timeout of one attempt (Standard Webhooks: 15–30 s)",
-		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.WebhooksSendTimeout) }},
-	{Name: "WEBHOOKS_CLAIM_LEASE", Default: "2m", Usage: "lease of a delivery claim; must exceed the send timeout",
-		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.WebhooksClaimLease) }},
-	{Name: "WEBHOOKS_SWEEP_INTERVAL", Default: "5s", Usage: "how often due deliveries are swept",
-		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.WebhooksSweepInterval) }},
-	{Name: "WEBHOOKS_RETENTION", Default: "720h", Usage: "events, finished deliveries and attempts older than this are pruned (720h = 30 days); 0 keeps everything",
-		set: func(c *Config, v string) error { return parseDuration(v, 0, &c.WebhooksRetention) }},
-	{Name: "WEBHOOKS_RETRY_SCHEDULE", Default: "5s,5m,30m,2h,5h,10h,10h", Usage: "delays after each failed attempt; attempts = len+1",
+	durationVar("WEBHOOKS_SEND_TIMEOUT", "15s", time.Millisecond, func(c *Config) *time.Duration { return &c.WebhooksSendTimeout },
+		"HTTP timeout of one delivery attempt (the low end of the Standard Webhooks recommendation, 15–30 s)"),
+	{Name: "WEBHOOKS_CLAIM_LEASE", Default: "2m",
+		Doc: "lease of a delivery claim; must exceed the send timeout by at least 500ms (it covers a take's write and its send)",
+		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.WebhooksClaimLease) },
+		check: func(c Config) error {
+			if c.WebhooksClaimLease < c.WebhooksSendTimeout+500*time.Millisecond { // webhooks.Config.Validate's bound, in this config's names
+				return errors.New("must exceed WEBHOOKS_SEND_TIMEOUT by at least 500ms (the lease covers a take's write and its send)")
+			}
+			return nil
+		}},
+	durationVar("WEBHOOKS_SWEEP_INTERVAL", "5s", time.Millisecond, func(c *Config) *time.Duration { return &c.WebhooksSweepInterval },
+		"how often due deliveries (retries, expired claims) are swept"),
+	durationVar("WEBHOOKS_RETENTION", "720h", 0, func(c *Config) *time.Duration { return &c.WebhooksRetention },
+		"events, finished deliveries and their attempts older than this are pruned (30 days); `0` keeps everything"),
+	{Name: "WEBHOOKS_RETRY_SCHEDULE", Default: "5s,5m,30m,2h,5h,10h,10h",
+		Doc: "delays after each failed attempt (±20 % jitter); attempts = len+1",
 		set: func(c *Config, v string) error { return parseDurations(v, &c.WebhooksRetrySchedule) }},
-	{Name: "WEBHOOKS_RETRY_AFTER_MAX", Default: "1h", Usage: "cap on a receiver's Retry-After (429, 503) that sets the next attempt",
-		set: func(c *Config, v string) error { return parseDuration(v, time.Second, &c.WebhooksRetryAfterMax) }},
-	{Name: "WEBHOOKS_DISABLE_AFTER", Default: "120h", Usage: "disable a subscription whose every attempt failed for this long...",
-		set: func(c *Config, v string) error { return parseDuration(v, time.Second, &c.WebhooksDisableAfter) }},
-	{Name: "WEBHOOKS_DISABLE_MIN_ATTEMPTS", Default: "10", Usage: "...once at least this many attempts failed in a row",
-		set: func(c *Config, v string) error { return parseInt(v, 1, 1000000, &c.WebhooksDisableMinAttempts) }},
-	{Name: "WEBHOOKS_CONCURRENCY", Default: "128", Usage: "deliveries one replica handles at once (slow endpoints get at most three quarters)",
-		set: func(c *Config, v string) error { return parseInt(v, 4, 256, &c.WebhooksConcurrency) }},
-	{Name: "WEBHOOKS_ENDPOINT_CONCURRENCY", Default: "32", Usage: "sends in flight to one fast endpoint per replica",
-		set: func(c *Config, v string) error { return parseInt(v, 1, 256, &c.WebhooksEndpointConcurrency) }},
-	{Name: "WEBHOOKS_MAX_SUBSCRIPTIONS_PER_TENANT", Default: "100", Usage: "live webhook subscriptions one tenant may have (409 subscription_quota_exceeded beyond)",
-		set: func(c *Config, v string) error { return parseInt(v, 1, 1000000, &c.WebhooksMaxSubscriptions) }},
-	{Name: "WEBHOOKS_MAX_EVENT_BYTES", Default: "262144", Usage: "largest data of an event posted to /webhooks/events, in bytes (413 payload_too_large beyond; at most 1048576)",
-		set: func(c *Config, v string) error { return parseInt(v, 1, 1<<20, &c.WebhooksMaxEventBytes) }},
-	{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Default: "", Usage: "OTLP/HTTP collector base URL (http://collector:4318); empty = no spans exported",
-		set: func(c *Config, v string) error {
-			if v == "" {
-				c.OTelEndpoint = ""
-				return nil
+	durationVar("WEBHOOKS_RETRY_AFTER_MAX", "1h", time.Second, func(c *Config) *time.Duration { return &c.WebhooksRetryAfterMax },
+		"cap on a receiver's `Retry-After` (429, 503), which replaces the schedule's delay"),
+	durationVar("WEBHOOKS_DISABLE_AFTER", "120h", time.Second, func(c *Config) *time.Duration { return &c.WebhooksDisableAfter },
+		"a subscription whose every attempt failed for this long is disabled (reason `failing`)..."),
+	intVar("WEBHOOKS_DISABLE_MIN_ATTEMPTS", "10", 1, 1000000, func(c *Config) *int { return &c.WebhooksDisableMinAttempts },
+		"...once at least this many attempts in a row failed"),
+	intVar("WEBHOOKS_CONCURRENCY", "128", 4, 256, func(c *Config) *int { return &c.WebhooksConcurrency },
+		"deliveries one replica handles at once; endpoints not known to be fast get at most three quarters of them (docs/webhooks.md); also the idle keep-alive connections a replica keeps per receiving host (four times that in all)"),
+	intVar("WEBHOOKS_ENDPOINT_CONCURRENCY", "32", 1, 256, func(c *Config) *int { return &c.WebhooksEndpointConcurrency },
+		"sends in flight to one fast endpoint per replica (× replicas across the deployment); more requests for it wait in its queue, up to 1 s"),
+	intVar("WEBHOOKS_MAX_SUBSCRIPTIONS_PER_TENANT", "100", 1, 1000000, func(c *Config) *int { return &c.WebhooksMaxSubscriptions },
+		"live webhook subscriptions one tenant may have; a create beyond gets 409 `subscription_quota_exceeded` ([quotas](webhooks.md#quotas))"),
+	intVar("WEBHOOKS_MAX_EVENT_BYTES", "262144", 1, 1<<20, func(c *Config) *int { return &c.WebhooksMaxEventBytes },
+		"largest `data` of an event posted to `/webhooks/events`, in bytes (at most 1048576, the request body limit); beyond: 413 `payload_too_large`"),
+	{Name: "OTEL_EXPORTER_OTLP_ENDPOINT",
+		Doc:  "OTLP/HTTP collector base URL (`http://collector:4318`); empty = no spans exported",
+		set:  func(c *Config, v string) error { return parseOptionalURL(v, &c.OTelEndpoint, "http", "https") },
+		show: func(c Config) string { return maskURL(c.OTelEndpoint) }},
+	enumVar("OTEL_TRACES_EXPORTER", "otlp", func(c *Config) *string { return &c.OTelTracesExporter },
+		"`otlp`, or `none` to export no spans even with an endpoint", "otlp", "none"),
+	nameVar("OTEL_SERVICE_NAME", "keelson", func(c *Config) *string { return &c.OTelServiceName }, "`service.name` of the exported spans"),
+	enumVar("OTEL_TRACES_SAMPLER", "parentbased_always_on", func(c *Config) *string { return &c.OTelTracesSampler },
+		"OpenTelemetry sampler (`parentbased_traceidratio` with `OTEL_TRACES_SAMPLER_ARG=0.1` keeps 10 %)",
+		"always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio"),
+	{Name: "ASSISTANT_BASE_URL",
+		Doc: "OpenAI-compatible API base URL; empty = the built-in deterministic assistant",
+		set: func(c *Config, v string) error { return parseOptionalURL(v, &c.AssistantBaseURL, "http", "https") }},
+	{Name: "ASSISTANT_MODEL",
+		Doc: "model name sent to the OpenAI-compatible API (required with a base URL)",
+		set: func(c *Config, v string) error { c.AssistantModel = v; return nil },
+		check: func(c Config) error {
+			if c.AssistantBaseURL != "" && c.AssistantModel == "" {
+				return errors.New("required when ASSISTANT_BASE_URL is set")
 			}
-			return parseURL(v, &c.OTelEndpoint, "http", "https")
+			return nil
 		}},
-	{Name: "OTEL_TRACES_EXPORTER", Default: "otlp", Usage: "otlp, or none to export no spans even with an endpoint",
-		set: func(c *Config, v string) error { return parseEnum(v, &c.OTelTracesExporter, "otlp", "none") }},
-	{Name: "OTEL_SERVICE_NAME", Default: "keelson", Usage: "service.name of the exported spans",
-		set: func(c *Config, v string) error { return parseName(v, &c.OTelServiceName) }},
-	{Name: "OTEL_TRACES_SAMPLER", Default: "parentbased_always_on", Usage: "OpenTelemetry sampler (parentbased_traceidratio with OTEL_TRACES_SAMPLER_ARG=0.1 keeps 10 %)",
-		set: func(c *Config, v string) error {
-			return parseEnum(v, &c.OTelTracesSampler, "always_on", "always_off", "traceidratio",
-				"parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio")
-		}},
-	{Name: "ASSISTANT_BASE_URL", Default: "", Usage: "OpenAI-compatible API base URL; empty = the built-in assistant",
-		set: func(c *Config, v string) error {
-			if v == "" {
-				c.AssistantBaseURL = ""
-				return nil
-			}
-			return parseURL(v, &c.AssistantBaseURL, "http", "https")
-		}},
-	{Name: "ASSISTANT_MODEL", Default: "", Usage: "model name sent to the OpenAI-compatible API",
-		set: func(c *Config, v string) error { c.AssistantModel = v; return nil }},
-	{Name: "ASSISTANT_API_KEY", Default: "", Secret: true, Usage: "API key of the OpenAI-compatible API",
+	{Name: "ASSISTANT_API_KEY", Secret: true, Doc: "API key of the OpenAI-compatible API",
 		set: func(c *Config, v string) error { c.AssistantAPIKey = v; return nil }},
-	{Name: "ASSISTANT_TIMEOUT", Default: "30s", Usage: "timeout of one request to the OpenAI-compatible API",
-		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.AssistantTimeout) }},
-	{Name: "CONSOLE_ENABLED", Default: "true", Usage: "serve the web console at /console/",
-		set: func(c *Config, v string) error { return parseBool(v, &c.ConsoleEnabled) }},
-	{Name: "CONSOLE_SESSION_TTL", Default: "8h", Usage: "how long a console sign-in lasts",
-		set: func(c *Config, v string) error { return parseDuration(v, time.Minute, &c.ConsoleSessionTTL) }},
+	durationVar("ASSISTANT_TIMEOUT", "30s", time.Millisecond, func(c *Config) *time.Duration { return &c.AssistantTimeout },
+		"timeout of one request to the OpenAI-compatible API"),
+	boolVar("CONSOLE_ENABLED", "true", func(c *Config) *bool { return &c.ConsoleEnabled }, "serve the web console at /console/"),
+	durationVar("CONSOLE_SESSION_TTL", "8h", time.Minute, func(c *Config) *time.Duration { return &c.ConsoleSessionTTL },
+		"how long a console sign-in lasts"),
+}
+
+// The constructors below declare the common kinds of variable in one line each.
+
+func stringVar(name, def string, field func(*Config) *string, doc string) Variable {
+	return Variable{Name: name, Default: def, Doc: doc, set: func(c *Config, v string) error { *field(c) = v; return nil }}
+}
+
+func nameVar(name, def string, field func(*Config) *string, doc string) Variable {
+	return Variable{Name: name, Default: def, Doc: doc, set: func(c *Config, v string) error { return parseName(v, field(c)) }}
+}
+
+func enumVar(name, def string, field func(*Config) *string, doc string, allowed ...string) Variable {
+	return Variable{Name: name, Default: def, Doc: doc, set: func(c *Config, v string) error { return parseEnum(v, field(c), allowed...) }}
+}
+
+func boolVar(name, def string, field func(*Config) *bool, doc string) Variable {
+	return Variable{Name: name, Default: def, Doc: doc, set: func(c *Config, v string) error { return parseBool(v, field(c)) }}
+}
+
+func intVar(name, def string, lo, hi int, field func(*Config) *int, doc string) Variable {
+	return Variable{Name: name, Default: def, Doc: doc, set: func(c *Config, v string) error { return parseInt(v, lo, hi, field(c)) }}
+}
+
+func durationVar(name, def string, minimum time.Duration, field func(*Config) *time.Duration, doc string) Variable {
+	return Variable{Name: name, Default: def, Doc: doc, set: func(c *Config, v string) error { return parseDuration(v, minimum, field(c)) }}
 }
 
 // LoadConfig reads every variable, applying defaults; the error names the first invalid variable.
@@ -203,7 +269,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	var c Config
+	c := Config{values: make(map[string]string, len(Variables))}
 	for _, v := range Variables {
 		value := strings.TrimSpace(getenv(v.Name))
 		if value == "" {
@@ -212,79 +278,67 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		if err := v.set(&c, value); err != nil {
 			return Config{}, fmt.Errorf("invalid %s: %w", v.Name, err)
 		}
+		c.values[v.Name] = value
 	}
-	if c.InstanceID == "" {
-		host, _ := os.Hostname()
-		c.InstanceID = fmt.Sprintf("%s:%d", host, os.Getpid())
-	}
-	if c.WebhooksClaimLease < c.WebhooksSendTimeout+500*time.Millisecond { // webhooks.Config.Validate's bound, in this config's names
-		return Config{}, errors.New("invalid WEBHOOKS_CLAIM_LEASE: must exceed WEBHOOKS_SEND_TIMEOUT by at least 500ms (the lease covers a take's write and its send)")
-	}
-	if c.MetricsPprof && c.MetricsAddr == "" {
-		return Config{}, errors.New("invalid METRICS_PPROF: needs METRICS_ADDR (profiles are never served on HTTP_ADDR)")
-	}
-	if c.AssistantBaseURL != "" && c.AssistantModel == "" {
-		return Config{}, errors.New("invalid ASSISTANT_MODEL: required when ASSISTANT_BASE_URL is set")
+	for _, v := range Variables {
+		if v.check == nil {
+			continue
+		}
+		if err := v.check(c); err != nil {
+			return Config{}, fmt.Errorf("invalid %s: %w", v.Name, err)
+		}
 	}
 	return c, nil
 }
 
-// LogValue masks secrets when the configuration is logged.
+// LogValue shows every variable under its name in lower case, secrets masked.
 func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("database_url", maskURL(c.DatabaseURL)),
-		slog.Int("db_max_open_conns", c.DBMaxOpenConns),
-		slog.String("amqp_url", maskURLs(c.AMQPURL)),
-		slog.String("amqp_queue_type", c.AMQPQueueType),
-		slog.String("amqp_exchange", c.AMQPExchange),
-		slog.String("amqp_queue_prefix", c.AMQPQueuePrefix),
-		slog.String("http_addr", c.HTTPAddr),
-		slog.String("api_tokens", fmt.Sprintf("%d configured", len(c.APITokens))),
-		slog.Int("api_rate_limit", c.APIRateLimit),
-		slog.Duration("api_rate_window", c.APIRateWindow),
-		slog.String("metrics_addr", c.MetricsAddr),
-		slog.Bool("metrics_pprof", c.MetricsPprof),
-		slog.Any("cors_allowed_origins", c.CORSAllowedOrigins),
-		slog.String("instance_id", c.InstanceID),
-		slog.String("log_level", c.LogLevel.String()),
-		slog.String("log_format", c.LogFormat),
-		slog.String("encryption_key", c.Secrets.CurrentKeyID()),
-		slog.Duration("outbox_poll_interval", c.OutboxPollInterval),
-		slog.Int("job_workers", c.JobWorkers),
-		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
-		slog.Bool("webhooks_allow_private_targets", c.WebhooksAllowPrivateTargets),
-		slog.Any("webhooks_allowed_targets", c.WebhooksAllowedTargets),
-		slog.Duration("webhooks_send_timeout", c.WebhooksSendTimeout),
-		slog.Duration("webhooks_claim_lease", c.WebhooksClaimLease),
-		slog.Duration("webhooks_sweep_interval", c.WebhooksSweepInterval),
-		slog.Duration("webhooks_retention", c.WebhooksRetention),
-		slog.Any("webhooks_retry_schedule_ms", milliseconds(c.WebhooksRetrySchedule)),
-		slog.Duration("webhooks_retry_after_max", c.WebhooksRetryAfterMax),
-		slog.Duration("webhooks_disable_after", c.WebhooksDisableAfter),
-		slog.Int("webhooks_disable_min_attempts", c.WebhooksDisableMinAttempts),
-		slog.Int("webhooks_concurrency", c.WebhooksConcurrency),
-		slog.Int("webhooks_endpoint_concurrency", c.WebhooksEndpointConcurrency),
-		slog.Int("webhooks_max_subscriptions_per_tenant", c.WebhooksMaxSubscriptions),
-		slog.Int("webhooks_max_event_bytes", c.WebhooksMaxEventBytes),
-		slog.String("otel_exporter_otlp_endpoint", maskURL(c.OTelEndpoint)),
-		slog.String("otel_traces_exporter", c.OTelTracesExporter),
-		slog.String("otel_service_name", c.OTelServiceName),
-		slog.String("otel_traces_sampler", c.OTelTracesSampler),
-		slog.String("assistant_base_url", c.AssistantBaseURL),
-		slog.String("assistant_model", c.AssistantModel),
-		slog.String("assistant_api_key", mask(c.AssistantAPIKey)),
-		slog.Duration("assistant_timeout", c.AssistantTimeout),
-		slog.Bool("console_enabled", c.ConsoleEnabled),
-		slog.Duration("console_session_ttl", c.ConsoleSessionTTL),
-	)
+	attrs := make([]slog.Attr, 0, len(Variables))
+	for _, v := range Variables {
+		value := c.values[v.Name]
+		switch {
+		case v.show != nil:
+			value = v.show(c)
+		case v.Secret:
+			value = mask(value)
+		}
+		attrs = append(attrs, slog.String(strings.ToLower(v.Name), value))
+	}
+	return slog.GroupValue(attrs...)
 }
 
-func milliseconds(ds []time.Duration) []int64 {
-	out := make([]int64, len(ds))
-	for i, d := range ds {
-		out[i] = d.Milliseconds()
+// markdownLink is a Markdown link, whose text alone is kept outside the docs.
+var markdownLink = regexp.MustCompile(`\[([^\]]+)\]\([^)]+\)`)
+
+// plainDoc is v's meaning for a comment or a terminal: its links without their targets.
+func (v Variable) plainDoc() string { return markdownLink.ReplaceAllString(v.Doc, "$1") }
+
+// printVariables writes an env file: each variable's meaning on a comment line of its own, then
+// NAME=default. Values are written as they are, which env-file loaders and `set -a; . file` both
+// read unchanged because no default holds a quote, a space, a `$` or a `#`.
+func printVariables(w io.Writer) {
+	for i, v := range Variables {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "# %s\n%s=%s\n", v.plainDoc(), v.Name, v.Default)
 	}
-	return out
+}
+
+// printVariablesTable writes the Markdown table of docs/operations.md.
+func printVariablesTable(w io.Writer) {
+	fmt.Fprintln(w, "| variable | default | meaning |")
+	fmt.Fprintln(w, "|---|---|---|")
+	for _, v := range Variables {
+		def := "—"
+		switch {
+		case v.DefaultDoc != "":
+			def = v.DefaultDoc
+		case v.Default != "":
+			def = "`" + v.Default + "`"
+		}
+		fmt.Fprintf(w, "| `%s` | %s | %s |\n", v.Name, def, v.Doc)
+	}
 }
 
 func mask(s string) string {
@@ -325,6 +379,15 @@ func parseURLs(v string, dst *string, schemes ...string) error {
 	}
 	*dst = strings.Join(parts, ",")
 	return nil
+}
+
+// parseOptionalURL is parseURL where empty means "none".
+func parseOptionalURL(v string, dst *string, schemes ...string) error {
+	if v == "" {
+		*dst = ""
+		return nil
+	}
+	return parseURL(v, dst, schemes...)
 }
 
 func parseURL(v string, dst *string, schemes ...string) error {

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -136,5 +138,52 @@ func TestInvalidEncryptionKeysStopTheStartWithTheVariablesName(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "KEELSON_ENCRYPTION_KEYS") || !strings.Contains(err.Error(), "32 bytes") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the generated table of docs/operations.md")
+
+// The table of docs/operations.md is generated from Variables, so it cannot drift from them.
+func TestTheOperationsTableIsTheDeclarations(t *testing.T) {
+	const path = "../docs/operations.md"
+	const begin, end = "<!-- variables: generated from app/config.go", "<!-- end of variables -->"
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	i, j := strings.Index(doc, begin), strings.Index(doc, end)
+	if i < 0 || j < i {
+		t.Fatalf("%s has no generated variables table (%q … %q)", path, begin, end)
+	}
+	i += strings.Index(doc[i:], "\n") + 1
+	var table bytes.Buffer
+	printVariablesTable(&table)
+	if *update {
+		if err := os.WriteFile(path, []byte(doc[:i]+table.String()+doc[j:]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if got := doc[i:j]; got != table.String() {
+		t.Errorf("%s's variables table differs from app/config.go's Variables; run go test ./app -run %s -update", path, t.Name())
+	}
+}
+
+// Every declaration is complete, so each derived view has what it shows.
+func TestEveryVariableIsDeclaredCompletely(t *testing.T) {
+	seen := map[string]bool{}
+	for _, v := range Variables {
+		if seen[v.Name] {
+			t.Errorf("%s is declared twice", v.Name)
+		}
+		seen[v.Name] = true
+		if v.Doc == "" || v.set == nil || strings.Contains(v.Doc, "\n") || strings.Contains(v.Doc, "|") {
+			t.Errorf("%s: a declaration needs a one-line Doc without '|' and a parser", v.Name)
+		}
+		var c Config
+		if err := v.set(&c, v.Default); err != nil {
+			t.Errorf("%s: its default %q does not parse: %v", v.Name, v.Default, err)
+		}
 	}
 }

@@ -24,6 +24,22 @@ func dlq(ctx context.Context, cfg Config, logger *slog.Logger, args []string, st
 	if len(args) == 0 {
 		return errDLQUsage
 	}
+	// Arguments are checked before anything connects: a mistyped flag is a usage error, not a failed connection.
+	fs := flag.NewFlagSet("keelson dlq replay", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	limit := fs.Int("limit", 0, "replay at most N messages (0 = all waiting now)")
+	switch args[0] {
+	case "list":
+		if len(args) != 1 {
+			return errDLQUsage
+		}
+	case "replay":
+		if len(args) < 2 || fs.Parse(args[2:]) != nil || fs.NArg() != 0 || *limit < 0 {
+			return errDLQUsage
+		}
+	default:
+		return errDLQUsage
+	}
 	consumers, err := consumerNames(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -31,9 +47,6 @@ func dlq(ctx context.Context, cfg Config, logger *slog.Logger, args []string, st
 	bus := messaging.Config{AMQPURL: cfg.AMQPURL, Exchange: cfg.AMQPExchange, QueuePrefix: cfg.AMQPQueuePrefix}
 	switch args[0] {
 	case "list":
-		if len(args) != 1 {
-			return errDLQUsage
-		}
 		queues, err := messaging.ListDeadLetters(ctx, bus, consumers)
 		if err != nil {
 			return err
@@ -45,12 +58,6 @@ func dlq(ctx context.Context, cfg Config, logger *slog.Logger, args []string, st
 		}
 		return w.Flush()
 	case "replay":
-		fs := flag.NewFlagSet("keelson dlq replay", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		limit := fs.Int("limit", 0, "replay at most N messages (0 = all waiting now)")
-		if len(args) < 2 || fs.Parse(args[2:]) != nil || fs.NArg() != 0 || *limit < 0 {
-			return errDLQUsage
-		}
 		consumer, ok := consumerOf(args[1], cfg.AMQPQueuePrefix, consumers)
 		if !ok {
 			return fmt.Errorf("dlq: %q is no consumer (known: %s)", args[1], strings.Join(consumers, ", "))

@@ -81,8 +81,19 @@ func binary(t testing.TB, pkg string) string {
 func keelson(t testing.TB) string { return binary(t, "./app") }
 
 // run executes the build into out with the same environment and flags, in dir (the module root of a build context).
+// stamp is the build information tests stamp into the binaries, as the Dockerfile's build arguments
+// (VERSION, COMMIT, BUILD_DATE) would.
+var stamp = map[string]string{
+	"VERSION":    "v0.0.0-test",
+	"COMMIT":     "0123456789abcdef0123456789abcdef01234567",
+	"BUILD_DATE": "2026-01-02T03:04:05Z",
+}
+
 func (b goBuild) run(dir, out string) error {
-	args := append([]string{"build"}, b.Flags...)
+	args := []string{"build"}
+	for _, f := range b.Flags { // the shell of a RUN instruction expands ${ARG}s
+		args = append(args, os.Expand(f, func(name string) string { return stamp[name] }))
+	}
 	args = append(args, "-o", out, b.Package)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
@@ -173,7 +184,10 @@ func makeBuild() (goBuild, error) {
 		if !strings.Contains(line, "go build") {
 			continue
 		}
-		line = expand.ReplaceAllStringFunc(line, func(ref string) string { return vars[expand.FindStringSubmatch(ref)[1]] })
+		for expand.MatchString(line) { // variables may refer to variables
+			line = expand.ReplaceAllStringFunc(line, func(ref string) string { return vars[expand.FindStringSubmatch(ref)[1]] })
+		}
+		line = strings.ReplaceAll(line, "$$", "$") // make's escape: the recipe's shell sees one $
 		words, err := shellWords(line)
 		if err != nil {
 			return goBuild{}, fmt.Errorf("Makefile build: %w", err)

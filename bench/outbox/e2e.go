@@ -37,11 +37,15 @@ func endToEnd(ctx context.Context, o options) error {
 	if err := database.Migrate(ctx, db.SQL(), []database.MigrationSet{{Owner: "platform", FS: migrations.For("platform")}}); err != nil {
 		return err
 	}
-	pub, err := outbox.NewPublisher(db)
+	relay, err := outbox.NewRelay(db)
 	if err != nil {
 		return err
 	}
-	e := &e2e{o: o, db: db, pub: pub}
+	pub, err := outbox.NewPublisher(db, relay)
+	if err != nil {
+		return err
+	}
+	e := &e2e{o: o, db: db, relay: relay, pub: pub}
 
 	fmt.Printf("## End to end (outbox.Publisher → Bus forwarders, confirms on → RabbitMQ → consumer)\n\n")
 	fmt.Printf("Defaults: PollInterval 20ms, Forwarders 2, ForwardBatchSize 100.\n\n")
@@ -93,6 +97,7 @@ func endToEnd(ctx context.Context, o options) error {
 type e2e struct {
 	o              options
 	db             *database.DB
+	relay          *outbox.Relay
 	pub            *outbox.Publisher
 	lastPgbenchTPS float64
 }
@@ -117,7 +122,7 @@ func (e *e2e) startBus(ctx context.Context, forwarders int, handle messaging.Han
 	}
 	reg := prometheus.NewRegistry()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	bus, err := messaging.New(cfg, e.db, logger, reg, []messaging.Subscription{{Consumer: "bench", EventTypes: []string{"bench.#"}, Handle: handle}})
+	bus, err := messaging.New(cfg, e.relay, logger, reg, []messaging.Subscription{{Consumer: "bench", EventTypes: []string{"bench.#"}, Handle: handle}})
 	if err != nil {
 		return nil, err
 	}

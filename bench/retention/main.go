@@ -145,7 +145,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	pub, err := outbox.NewPublisher(db)
+	pub, err := outbox.NewPublisher(db, nil)
 	if err != nil {
 		return err
 	}

@@ -221,7 +221,7 @@ func TestReplyWorkerChild(t *testing.T) {
 	defer cancel()
 	db, err := database.Open(ctx, database.Config{URL: url})
 	require.NoError(t, err)
-	pub, err := outbox.NewPublisher(db)
+	pub, err := outbox.NewPublisher(db, nil)
 	require.NoError(t, err)
 	client, err := jobs.NewClient(db)
 	require.NoError(t, err)
@@ -271,7 +271,7 @@ func TestReplyJobRunTwiceRepliesOnce(t *testing.T) {
 }
 
 func mustPublisher(t *testing.T, db *database.DB) *outbox.Publisher {
-	p, err := outbox.NewPublisher(db)
+	p, err := outbox.NewPublisher(db, nil)
 	require.NoError(t, err)
 	return p
 }

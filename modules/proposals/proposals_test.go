@@ -50,7 +50,7 @@ type list[T any] struct {
 func publish(t *testing.T, db *database.DB, eventType string, payload any) messaging.Event {
 	t.Helper()
 	ctx := tenantContext()
-	pub, err := outbox.NewPublisher(db)
+	pub, err := outbox.NewPublisher(db, nil)
 	require.NoError(t, err)
 	e, err := messaging.NewEvent(ctx, "test", eventType, payload)
 	require.NoError(t, err)

@@ -92,7 +92,7 @@ func newHarness(t testing.TB, cfg Config, opts harnessOptions) *harness {
 		logger = testLogger()
 	}
 	promReg := prometheus.NewRegistry()
-	pub, err := outbox.NewPublisher(db)
+	pub, err := outbox.NewPublisher(db, nil)
 	require.NoError(t, err)
 
 	jobClient, err := jobs.NewClient(db)
@@ -172,7 +172,9 @@ func (h *harness) startBus(subs []messaging.Subscription, logger *slog.Logger, r
 	}
 	// Registered before the bus's stop, so it runs after it: cleanups run last-in first-out.
 	t.Cleanup(func() { hosttest.DeleteTopology(cfg, consumers) })
-	bus, err := messaging.New(cfg, h.db, logger, reg, subs)
+	relay, err := outbox.NewRelay(h.db) // finds the harness's events by polling every 10ms
+	require.NoError(t, err)
+	bus, err := messaging.New(cfg, relay, logger, reg, subs)
 	require.NoError(t, err)
 	hosttest.RunBus(t, bus)
 }

@@ -15,7 +15,7 @@ import (
 
 func Test_the_OpenAPI_document_describes_exactly_the_mounted_routes(t *testing.T) {
 	db := dbtest.New(t, migrations.Sets(Name)...)
-	pub, err := outbox.NewPublisher(db)
+	pub, err := outbox.NewPublisher(db, nil)
 	require.NoError(t, err)
 	promReg := prometheus.NewRegistry()
 	reg := module.NewRegistry(module.Deps{DB: db, Events: pub, Logger: testLogger(), Metrics: promReg})

@@ -43,7 +43,7 @@ func NewStore(db *database.DB) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("auth: nil DB")
 	}
-	events, err := outbox.NewPublisher(db)
+	events, err := outbox.NewPublisher(db, nil) // tenant events wait for a relay's next poll: commands write them too
 	if err != nil {
 		return nil, err
 	}

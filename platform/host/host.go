@@ -89,7 +89,11 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		telemetry.BuildInfo())
 
-	events, err := outbox.NewPublisher(opts.DB)
+	relay, err := outbox.NewRelay(opts.DB)
+	if err != nil {
+		return nil, err
+	}
+	events, err := outbox.NewPublisher(opts.DB, relay) // wakes this replica's forwarders after each commit
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +119,7 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 		return nil, fmt.Errorf("event catalog: %w", err)
 	}
 
-	bus, err := messaging.New(opts.Messaging, opts.DB, opts.Logger, metrics, registry.Subscriptions())
+	bus, err := messaging.New(opts.Messaging, relay, opts.Logger, metrics, registry.Subscriptions())
 	if err != nil {
 		return nil, err
 	}

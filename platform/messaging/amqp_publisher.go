@@ -33,7 +33,7 @@ func newConfirmPublisher(b *broker, exchange string, timeout time.Duration, conf
 }
 
 // Publish sends msgs with topic as routing key and waits for all their confirms, except for
-// messages read in a gated outbox transaction, whose confirms that transaction's Commit awaits.
+// messages carrying a ConfirmGate (the relay's transaction), whose Commit awaits their confirms.
 func (p *confirmPublisher) Publish(topic string, msgs ...*message.Message) error {
 	if len(msgs) == 0 {
 		return nil
@@ -58,8 +58,8 @@ func (p *confirmPublisher) Publish(topic string, msgs ...*message.Message) error
 		if err != nil {
 			return fmt.Errorf("publish %s to %q: %w", msg.UUID, topic, err)
 		}
-		if gate, gated := gateOf(msg); gated {
-			gate.await(pendingConfirm{confirm: dc, msg: msg, done: p.confirmed})
+		if gate, gated := confirmGateOf(msg.Context()); gated {
+			gate.Await(dc, msg, p.confirmed)
 			continue
 		}
 		confirms = append(confirms, dc)

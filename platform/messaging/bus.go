@@ -13,15 +13,13 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
-
-	"github.com/keelson/keelson/platform/database"
 )
 
-// Bus runs, in every replica, the outbox forwarders (outbox → RabbitMQ) and the consumers
+// Bus runs, in every replica, the relay's forwarders (outbox → RabbitMQ) and the consumers
 // (RabbitMQ → module handlers). Events enter the outbox through outbox.Publisher.
 type Bus struct {
 	cfg     Config
-	db      *database.DB
+	relay   Relay
 	logger  *slog.Logger
 	wlogger watermill.LoggerAdapter
 	metrics *metrics
@@ -36,10 +34,11 @@ type Bus struct {
 	runOnce sync.Once
 }
 
-// New checks cfg and the subscriptions and registers the metrics; it does not connect.
-func New(cfg Config, db *database.DB, logger *slog.Logger, reg prometheus.Registerer, subs []Subscription) (*Bus, error) {
-	if db == nil || logger == nil || reg == nil {
-		return nil, errors.New("messaging: nil database, logger or metrics registerer")
+// New checks cfg and the subscriptions and registers the metrics; it does not connect. relay is
+// the outbox the bus forwards from (outbox.NewRelay).
+func New(cfg Config, relay Relay, logger *slog.Logger, reg prometheus.Registerer, subs []Subscription) (*Bus, error) {
+	if relay == nil || logger == nil || reg == nil {
+		return nil, errors.New("messaging: nil relay, logger or metrics registerer")
 	}
 	cfg = cfg.withDefaults()
 	if err := errors.Join(cfg.validate(), validateSubscriptions(subs)); err != nil {
@@ -57,7 +56,7 @@ func New(cfg Config, db *database.DB, logger *slog.Logger, reg prometheus.Regist
 	logger = logger.With("component", "messaging")
 	b := &Bus{
 		cfg:     cfg,
-		db:      db,
+		relay:   relay,
 		logger:  logger,
 		metrics: m,
 		subs:    append([]Subscription(nil), subs...),
@@ -102,9 +101,11 @@ func (b *Bus) run(ctx context.Context) error {
 		_ = out.Close()
 		_ = dead.Close()
 	}()
-	fwds, err := newForwarders(b.cfg, b.db, out, b.wlogger)
+	fwds, err := b.relay.Forwarders(ForwardOptions{Out: out, Logger: b.wlogger, Count: b.cfg.Forwarders,
+		BatchSize: b.cfg.ForwardBatchSize, PollInterval: b.cfg.PollInterval, PublishTimeout: b.cfg.PublishTimeout,
+		CloseTimeout: b.cfg.ShutdownTimeout})
 	if err != nil {
-		return err
+		return fmt.Errorf("messaging: relay: %w", err)
 	}
 	var router *message.Router
 	var sub *queueSubscriber
@@ -132,7 +133,7 @@ func (b *Bus) run(ctx context.Context) error {
 	if router != nil {
 		launch(router.Running(), router.Run)
 	}
-	g.Go(func() error { sampleBacklog(gctx, b.db, b.cfg.BacklogInterval, b.metrics); return nil })
+	g.Go(func() error { b.sampleBacklog(gctx); return nil })
 	b.waitRunning(ctx, fwds, router)
 	close(b.ready)
 	b.logger.Info("messaging bus running", "exchange", b.cfg.Exchange, "consumers", len(b.subs),
@@ -172,7 +173,7 @@ func (b *Bus) run(ctx context.Context) error {
 	}
 	if router != nil {
 		stop("consumers", func() error {
-			// The subscriber first (see outboxForwarder.Close): it lets in-flight messages settle.
+			// The subscriber first: the router closes it only on some paths, and it lets in-flight messages settle.
 			subErr := sub.Close()
 			return errors.Join(router.Close(), subErr)
 		})
@@ -217,7 +218,7 @@ func (b *Bus) declareUntilDone(ctx context.Context) error {
 	}
 }
 
-func (b *Bus) waitRunning(ctx context.Context, fwds []outboxForwarder, router *message.Router) {
+func (b *Bus) waitRunning(ctx context.Context, fwds []Forwarder, router *message.Router) {
 	for _, f := range fwds {
 		select {
 		case <-f.Running():
@@ -229,6 +230,22 @@ func (b *Bus) waitRunning(ctx context.Context, fwds []outboxForwarder, router *m
 		select {
 		case <-router.Running():
 		case <-ctx.Done():
+		}
+	}
+}
+
+// sampleBacklog refreshes the backlog gauge until ctx is done.
+func (b *Bus) sampleBacklog(ctx context.Context) {
+	t := time.NewTicker(b.cfg.BacklogInterval)
+	defer t.Stop()
+	for {
+		if n, err := b.relay.Backlog(ctx); err == nil {
+			b.metrics.backlog.Set(float64(n))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }

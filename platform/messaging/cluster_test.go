@@ -19,11 +19,11 @@ import (
 
 func TestQuorumQueuesCarryEventsAndKeepTheirType(t *testing.T) {
 	db := dbtest.New(t)
-	pub := newPublisher(t, db)
+	relay, pub := newOutbox(t, db)
 	cfg := testConfig(t, "quorum")
 	cfg.QueueType = messaging.QueueTypeQuorum
 	got := newCollector()
-	startBus(t, cfg, db, messaging.Subscription{Consumer: "quorum", EventTypes: []string{"test.created"}, Handle: got.handle})
+	startBus(t, cfg, relay, messaging.Subscription{Consumer: "quorum", EventTypes: []string{"test.created"}, Handle: got.handle})
 
 	var ids []string
 	for i := range 100 {
@@ -56,7 +56,8 @@ func TestAnInvalidQueueTypeIsRefused(t *testing.T) {
 	db := dbtest.New(t)
 	cfg := testConfig(t)
 	cfg.QueueType = "mirrored"
-	_, err := messaging.New(cfg, db, testLogger(), prometheus.NewRegistry(), nil)
+	relay, _ := newOutbox(t, db)
+	_, err := messaging.New(cfg, relay, testLogger(), prometheus.NewRegistry(), nil)
 	if err == nil || !strings.Contains(err.Error(), "mirrored") {
 		t.Fatalf("queue type mirrored: %v, want an error naming it", err)
 	}
@@ -67,7 +68,7 @@ func TestAnInvalidQueueTypeIsRefused(t *testing.T) {
 // nothing committed is lost.
 func TestABusFailsOverToTheNextBrokerAddress(t *testing.T) {
 	db := dbtest.New(t)
-	pub := newPublisher(t, db)
+	relay, pub := newOutbox(t, db)
 	target, err := url.Parse(amqpURL())
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +80,7 @@ func TestABusFailsOverToTheNextBrokerAddress(t *testing.T) {
 	cfg := testConfig(t, "failover")
 	cfg.AMQPURL = addr(first) + "," + addr(second)
 	got := newCollector()
-	bus := startBus(t, cfg, db, messaging.Subscription{Consumer: "failover", EventTypes: []string{"test.created"}, Handle: got.handle})
+	bus := startBus(t, cfg, relay, messaging.Subscription{Consumer: "failover", EventTypes: []string{"test.created"}, Handle: got.handle})
 
 	var ids []string
 	publish := func(n int) {
@@ -103,7 +104,7 @@ func TestABusFailsOverToTheNextBrokerAddress(t *testing.T) {
 // real broker: the bus dials past it at start and carries every event.
 func TestABusStartsPastADeadFirstBrokerAddress(t *testing.T) {
 	db := dbtest.New(t)
-	pub := newPublisher(t, db)
+	relay, pub := newOutbox(t, db)
 	target, err := url.Parse(amqpURL())
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +118,7 @@ func TestABusStartsPastADeadFirstBrokerAddress(t *testing.T) {
 	cfg := testConfig(t, "deadfirst")
 	cfg.AMQPURL = (&url.URL{Scheme: target.Scheme, User: target.User, Host: dead, Path: target.Path}).String() + "," + amqpURL()
 	got := newCollector()
-	bus := startBus(t, cfg, db, messaging.Subscription{Consumer: "deadfirst", EventTypes: []string{"test.created"}, Handle: got.handle})
+	bus := startBus(t, cfg, relay, messaging.Subscription{Consumer: "deadfirst", EventTypes: []string{"test.created"}, Handle: got.handle})
 
 	var ids []string
 	for i := range 50 {

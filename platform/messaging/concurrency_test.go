@@ -78,7 +78,7 @@ func (f *inFlight) max() int {
 // concurrent handlers opens) and never more; with the default, never more than one at a time.
 func TestConcurrencyBoundsHandlersInFlight(t *testing.T) {
 	db := dbtest.New(t)
-	pub := newPublisher(t, db)
+	relay, pub := newOutbox(t, db)
 	cfg := testConfig(t, "wide", "narrow")
 
 	wideBarrier, narrowBarrier := newBarrier(4), newBarrier(2)
@@ -86,7 +86,7 @@ func TestConcurrencyBoundsHandlersInFlight(t *testing.T) {
 	var mu sync.Mutex
 	wideTimedOut := 0
 	wideDone, narrowDone := newCollector(), newCollector()
-	bus := startBus(t, cfg, db,
+	bus := startBus(t, cfg, relay,
 		messaging.Subscription{Consumer: "wide", EventTypes: []string{"test.wide"}, Concurrency: 4,
 			Handle: func(ctx context.Context, e messaging.Event) error {
 				wide.enter()
@@ -141,7 +141,7 @@ func TestConcurrencyBoundsHandlersInFlight(t *testing.T) {
 // dead-letter queue once, while the good messages of the same consumer are handled.
 func TestConcurrentConsumerDeadLetters(t *testing.T) {
 	db := dbtest.New(t)
-	pub := newPublisher(t, db)
+	relay, pub := newOutbox(t, db)
 	cfg := testConfig(t, "mixed")
 	cfg.MaxRetries = 2
 
@@ -169,7 +169,7 @@ func TestConcurrentConsumerDeadLetters(t *testing.T) {
 		}
 		return errors.New("always fails")
 	}
-	bus := startBus(t, cfg, db, messaging.Subscription{
+	bus := startBus(t, cfg, relay, messaging.Subscription{
 		Consumer: "mixed", EventTypes: []string{"test.mixed"}, Concurrency: 4, Handle: handle})
 
 	failing := map[string]messaging.Event{}
@@ -218,7 +218,7 @@ func TestConcurrentConsumerDeadLetters(t *testing.T) {
 // grace period ack, and returns the messages of the others to the queue.
 func TestConcurrentConsumerGracefulShutdown(t *testing.T) {
 	db := dbtest.New(t)
-	pub := newPublisher(t, db)
+	relay, pub := newOutbox(t, db)
 	cfg := testConfig(t, "slow")
 	cfg.ShutdownTimeout = 3 * time.Second // ten times the quick handlers' 300 ms, however loaded the machine
 
@@ -243,7 +243,7 @@ func TestConcurrentConsumerGracefulShutdown(t *testing.T) {
 			return ctx.Err()
 		}
 	}
-	bus := startBus(t, cfg, db, messaging.Subscription{
+	bus := startBus(t, cfg, relay, messaging.Subscription{
 		Consumer: "slow", EventTypes: []string{"test.slow"}, Concurrency: 4, Handle: slow})
 	for _, wait := range []string{"300ms", "1h", "300ms", "1h"} {
 		publishOne(t, db, pub, "test.slow", map[string]string{"wait": wait}, true)
@@ -270,9 +270,10 @@ func TestConcurrentConsumerGracefulShutdown(t *testing.T) {
 // A negative or oversized Concurrency is refused when the bus is built.
 func TestConcurrencyOutOfRangeIsRefused(t *testing.T) {
 	db := dbtest.New(t)
+	relay, _ := newOutbox(t, db)
 	nop := func(context.Context, messaging.Event) error { return nil }
 	for _, n := range []int{-1, messaging.MaxConcurrency + 1} {
-		_, err := messaging.New(messaging.Config{AMQPURL: amqpURL()}, db, testLogger(), prometheus.NewRegistry(),
+		_, err := messaging.New(messaging.Config{AMQPURL: amqpURL()}, relay, testLogger(), prometheus.NewRegistry(),
 			[]messaging.Subscription{{Consumer: "c", EventTypes: []string{"test.x"}, Handle: nop, Concurrency: n}})
 		if err == nil || !strings.Contains(err.Error(), "concurrency") {
 			t.Errorf("Concurrency %d: err = %v, want a concurrency error", n, err)
@@ -284,7 +285,7 @@ func TestConcurrencyOutOfRangeIsRefused(t *testing.T) {
 // consumer with Concurrency > 1 in one replica, while distinct events still run side by side.
 func TestCopiesOfOneEventAreHandledOneAfterTheOther(t *testing.T) {
 	db := dbtest.New(t)
-	pub := newPublisher(t, db)
+	relay, pub := newOutbox(t, db)
 	cfg := testConfig(t, "copies")
 
 	var all inFlight
@@ -307,7 +308,7 @@ func TestCopiesOfOneEventAreHandledOneAfterTheOther(t *testing.T) {
 		overlap.wait(300 * time.Millisecond) // holds each copy long enough for an overlap to show
 		return got.handle(ctx, e)
 	}
-	startBus(t, cfg, db, messaging.Subscription{Consumer: "copies", EventTypes: []string{"test.copy"}, Concurrency: 4, Handle: handle})
+	startBus(t, cfg, relay, messaging.Subscription{Consumer: "copies", EventTypes: []string{"test.copy"}, Concurrency: 4, Handle: handle})
 
 	ctx := context.Background()
 	var ids []string

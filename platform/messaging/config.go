@@ -26,7 +26,7 @@ type Config struct {
 	// "<prefix>.<consumer>.dead". Default "keelson".
 	QueuePrefix string
 	// PollInterval is how often an idle forwarder looks for outbox rows written by other processes:
-	// a commit of its own process wakes it at once (OutboxCommitted), so only those rows (a stopped
+	// a commit through the publisher given its relay wakes it at once, so only those rows (a stopped
 	// replica's, a command's) wait for it. Default 250ms: every idle poll is a transaction, and at
 	// 20 ms they took 13 % of a replica's CPU in a delivery burst.
 	PollInterval time.Duration

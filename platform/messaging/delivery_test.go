@@ -20,10 +20,10 @@ import (
 // Consumers receive exactly the events of committed units of work, across event types.
 func TestCommittedEventsArriveRolledBackNever(t *testing.T) {
 	db := dbtest.New(t)
-	pub := newPublisher(t, db)
+	relay, pub := newOutbox(t, db)
 	cfg := testConfig(t, "all", "updates")
 	all, updates := newCollector(), newCollector()
-	startBus(t, cfg, db,
+	startBus(t, cfg, relay,
 		messaging.Subscription{Consumer: "all", EventTypes: []string{"test.created", "test.updated"}, Handle: all.handle},
 		messaging.Subscription{Consumer: "updates", EventTypes: []string{"test.updated"}, Handle: updates.handle},
 	)
@@ -80,31 +80,31 @@ func TestCommittedEventsArriveRolledBackNever(t *testing.T) {
 // A message forwarded while no consumer runs waits in the consumer's queue, declared at startup.
 func TestMessageForwardedBeforeConsumerStartsIsConsumed(t *testing.T) {
 	db := dbtest.New(t)
-	pub := newPublisher(t, db)
+	relay, pub := newOutbox(t, db)
 	cfg := testConfig(t, "late")
 	never := func(context.Context, messaging.Event) error {
 		t.Error("forward-only bus must not consume")
 		return nil
 	}
-	relayCfg := cfg
-	relayCfg.ForwardOnly = true
-	relay := startBus(t, relayCfg, db, messaging.Subscription{Consumer: "late", EventTypes: []string{"test.created"}, Handle: never})
+	forwardOnly := cfg
+	forwardOnly.ForwardOnly = true
+	forwarder := startBus(t, forwardOnly, relay, messaging.Subscription{Consumer: "late", EventTypes: []string{"test.created"}, Handle: never})
 
 	e := publishOne(t, db, pub, "test.created", map[string]string{"k": "v"}, true)
 	waitFor(t, 30*time.Second, "the event forwarded", func() bool {
-		return relay.counter(t, "keelson_outbox_forwarded_total", "") == 1
+		return forwarder.counter(t, "keelson_outbox_forwarded_total", "") == 1
 	})
-	relay.stop(t)
+	forwarder.stop(t)
 
 	got := newCollector()
-	startBus(t, cfg, db, messaging.Subscription{Consumer: "late", EventTypes: []string{"test.created"}, Handle: got.handle})
+	startBus(t, cfg, relay, messaging.Subscription{Consumer: "late", EventTypes: []string{"test.created"}, Handle: got.handle})
 	waitFor(t, 30*time.Second, "the early event consumed", func() bool { return got.has([]string{e.ID}) })
 }
 
 // Events committed while the broker is unreachable for 10 s all arrive once it is back.
 func TestBrokerOutageLosesNothing(t *testing.T) {
 	db := dbtest.New(t)
-	pub := newPublisher(t, db)
+	relay, pub := newOutbox(t, db)
 	target, err := url.Parse(amqpURL())
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestBrokerOutageLosesNothing(t *testing.T) {
 	cfg := testConfig(t, "outage")
 	cfg.AMQPURL = (&url.URL{Scheme: target.Scheme, User: target.User, Host: proxy.Addr(), Path: target.Path}).String()
 	got := newCollector()
-	bus := startBus(t, cfg, db, messaging.Subscription{Consumer: "outage", EventTypes: []string{"test.created"}, Handle: got.handle})
+	bus := startBus(t, cfg, relay, messaging.Subscription{Consumer: "outage", EventTypes: []string{"test.created"}, Handle: got.handle})
 
 	var ids []string
 	publish := func(n int) {
@@ -171,11 +171,11 @@ func assertSameSet(t *testing.T, what string, got map[string]int, want map[strin
 // the next poll, here a minute away.
 func TestACommitWakesAnIdleForwarderOfItsProcess(t *testing.T) {
 	db := dbtest.New(t)
-	pub := newPublisher(t, db)
+	relay, pub := newOutbox(t, db)
 	cfg := testConfig(t, "woken")
 	cfg.PollInterval = time.Minute
 	got := newCollector()
-	startBus(t, cfg, db, messaging.Subscription{Consumer: "woken", EventTypes: []string{"test.created"}, Handle: got.handle})
+	startBus(t, cfg, relay, messaging.Subscription{Consumer: "woken", EventTypes: []string{"test.created"}, Handle: got.handle})
 
 	for i := range 3 { // each time the forwarders are idle again
 		e := publishOne(t, db, pub, "test.created", map[string]int{"i": i}, true)
@@ -198,11 +198,11 @@ func (*outboxPolls) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndD
 func TestAForwarderThatReadLessThanABatchWaitsForTheNextCommitInsteadOfPollingAgainAtOnce(t *testing.T) {
 	polls := &outboxPolls{}
 	db := dbtest.Create(t).OpenTraced(t, polls)
-	pub := newPublisher(t, db)
+	relay, pub := newOutbox(t, db)
 	cfg := testConfig(t, "batched")
 	cfg.PollInterval, cfg.Forwarders = time.Minute, 1
 	got := newCollector()
-	startBus(t, cfg, db, messaging.Subscription{Consumer: "batched", EventTypes: []string{"test.created"}, Handle: got.handle})
+	startBus(t, cfg, relay, messaging.Subscription{Consumer: "batched", EventTypes: []string{"test.created"}, Handle: got.handle})
 	waitFor(t, 20*time.Second, "the forwarder's first poll", func() bool { return polls.n.Load() == 1 })
 
 	for i := range 3 {

@@ -18,7 +18,7 @@ import (
 // dead-letter queue; a panicking handler is treated the same and the process keeps consuming.
 func TestFailingAndPanickingHandlersDeadLetter(t *testing.T) {
 	db := dbtest.New(t)
-	pub := newPublisher(t, db)
+	relay, pub := newOutbox(t, db)
 	cfg := testConfig(t, "failing", "panicky")
 	cfg.MaxRetries = 2
 
@@ -39,7 +39,7 @@ func TestFailingAndPanickingHandlersDeadLetter(t *testing.T) {
 		}
 		return ok.handle(ctx, e)
 	}
-	bus := startBus(t, cfg, db,
+	bus := startBus(t, cfg, relay,
 		messaging.Subscription{Consumer: "failing", EventTypes: []string{"test.fail"}, Handle: failing},
 		messaging.Subscription{Consumer: "panicky", EventTypes: []string{"test.work"}, Handle: panicky},
 	)

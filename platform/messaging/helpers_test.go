@@ -86,10 +86,10 @@ type runningBus struct {
 	running  *hosttest.Running
 }
 
-func startBus(t *testing.T, cfg messaging.Config, db *database.DB, subs ...messaging.Subscription) *runningBus {
+func startBus(t *testing.T, cfg messaging.Config, relay *outbox.Relay, subs ...messaging.Subscription) *runningBus {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	bus, err := messaging.New(cfg, db, testLogger(), reg, subs)
+	bus, err := messaging.New(cfg, relay, testLogger(), reg, subs)
 	if err != nil {
 		t.Fatalf("messaging.New: %v", err)
 	}
@@ -199,11 +199,17 @@ func outboxRows(t *testing.T, db *database.DB) int64 {
 	return n
 }
 
-func newPublisher(t *testing.T, db *database.DB) *outbox.Publisher {
+// newOutbox returns db's outbox as one replica wires it: the relay its bus runs, and a publisher
+// that wakes that relay after each commit.
+func newOutbox(t *testing.T, db *database.DB) (*outbox.Relay, *outbox.Publisher) {
 	t.Helper()
-	pub, err := outbox.NewPublisher(db)
+	relay, err := outbox.NewRelay(db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pub
+	pub, err := outbox.NewPublisher(db, relay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return relay, pub
 }

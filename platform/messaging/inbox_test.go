@@ -88,7 +88,7 @@ func TestProcessOnceRunsOncePerMessage(t *testing.T) {
 func TestDuplicateDeliveryHasOneEffect(t *testing.T) {
 	db := dbtest.New(t)
 	createEffects(t, db)
-	pub := newPublisher(t, db)
+	relay, pub := newOutbox(t, db)
 	cfg := testConfig(t, "effects")
 
 	var deliveries atomic.Int64
@@ -96,7 +96,7 @@ func TestDuplicateDeliveryHasOneEffect(t *testing.T) {
 		deliveries.Add(1)
 		return messaging.ProcessOnce(ctx, db, "effects", e.ID, recordEffect(db, e.ID))
 	}
-	startBus(t, cfg, db, messaging.Subscription{Consumer: "effects", EventTypes: []string{"test.created"}, Handle: handle})
+	startBus(t, cfg, relay, messaging.Subscription{Consumer: "effects", EventTypes: []string{"test.created"}, Handle: handle})
 
 	e, err := messaging.NewEvent(tenancy.With(context.Background(), tenancy.DefaultID), "test", "test.created", map[string]int{"n": 1})
 	if err != nil {

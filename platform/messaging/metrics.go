@@ -2,6 +2,9 @@ package messaging
 
 import (
 	"errors"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -54,4 +57,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// observeForward records the forward latency of a confirmed event.
+func (m *metrics) observeForward(msg *message.Message) {
+	m.forwarded.Inc()
+	if at, err := time.Parse(time.RFC3339Nano, msg.Metadata.Get(HeaderOccurredAt)); err == nil {
+		m.forwardDelay.Observe(time.Since(at).Seconds())
+	}
 }

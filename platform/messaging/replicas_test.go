@@ -14,12 +14,13 @@ import (
 func TestTwoReplicasLoseNothing(t *testing.T) {
 	database := dbtest.Create(t)
 	dbA, dbB := database.Open(t), database.Open(t)
-	pubA, pubB := newPublisher(t, dbA), newPublisher(t, dbB)
+	relayA, pubA := newOutbox(t, dbA)
+	relayB, pubB := newOutbox(t, dbB)
 	cfg := testConfig(t, "shared")
 	got := newCollector()
 	sub := messaging.Subscription{Consumer: "shared", EventTypes: []string{"test.created"}, Handle: got.handle}
-	busA := startBus(t, cfg, dbA, sub)
-	busB := startBus(t, cfg, dbB, sub)
+	busA := startBus(t, cfg, relayA, sub)
+	busB := startBus(t, cfg, relayB, sub)
 
 	const perPool, workers = 500, 4
 	var mu sync.Mutex

@@ -19,7 +19,7 @@ import (
 // grace period is cancelled and its message returns to the queue.
 func TestGracefulShutdown(t *testing.T) {
 	db := dbtest.New(t)
-	pub := newPublisher(t, db)
+	relay, pub := newOutbox(t, db)
 	cfg := testConfig(t, "slow")
 	cfg.ShutdownTimeout = 3 * time.Second // ten times the quick handler's 300 ms, however loaded the machine
 
@@ -48,7 +48,7 @@ func TestGracefulShutdown(t *testing.T) {
 	queue := cfg.QueuePrefix + ".slow"
 
 	// Finishes within the grace period: completed and acked.
-	bus := startBus(t, cfg, db, sub)
+	bus := startBus(t, cfg, relay, sub)
 	e := publishOne(t, db, pub, "test.slow", map[string]string{"wait": "300ms"}, true)
 	if got := <-started; got != e.ID {
 		t.Fatalf("started %s, want %s", got, e.ID)
@@ -65,7 +65,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 
 	// Outlives the grace period: cancelled, message back in the queue, Run returns promptly.
-	bus = startBus(t, cfg, db, sub)
+	bus = startBus(t, cfg, relay, sub)
 	e = publishOne(t, db, pub, "test.slow", map[string]string{"wait": "1h"}, true)
 	for got := range started {
 		if got == e.ID {
@@ -111,7 +111,7 @@ func queueDepth(t *testing.T, queue string) int {
 // forwarded yet stay in the outbox for the next run.
 func TestStopMidBatchLosesNothing(t *testing.T) {
 	db := dbtest.New(t)
-	pub := newPublisher(t, db)
+	relay, pub := newOutbox(t, db)
 	cfg := testConfig(t, "batch")
 	ctx := context.Background()
 
@@ -134,7 +134,7 @@ func TestStopMidBatchLosesNothing(t *testing.T) {
 	sub := messaging.Subscription{Consumer: "batch", EventTypes: []string{"test.created"}, Handle: got.handle}
 	for range 5 {
 		before, _ := got.snapshot()
-		bus := startBus(t, cfg, db, sub)
+		bus := startBus(t, cfg, relay, sub)
 		waitFor(t, 30*time.Second, "progress", func() bool {
 			now, _ := got.snapshot()
 			return len(now) > len(before) || outboxRows(t, db) == 0
@@ -142,7 +142,7 @@ func TestStopMidBatchLosesNothing(t *testing.T) {
 		bus.stop(t) // most likely mid-batch
 	}
 	left := outboxRows(t, db)
-	startBus(t, cfg, db, sub)
+	startBus(t, cfg, relay, sub)
 	waitFor(t, 30*time.Second, "every event after the interrupted runs", func() bool { return got.has(ids) })
 	t.Logf("%d rows were left in the outbox after 5 interrupted runs", left)
 	seen, deliveries := got.snapshot()
@@ -160,8 +160,9 @@ func TestABusStoppedWhileStartingReturnsPromptlyAndCleanly(t *testing.T) {
 	cfg.ShutdownTimeout = 30 * time.Second
 	sub := messaging.Subscription{Consumer: "starting", EventTypes: []string{"test.starting"},
 		Handle: func(context.Context, messaging.Event) error { return nil }}
+	relay, _ := newOutbox(t, db)
 	for i := range 30 {
-		bus, err := messaging.New(cfg, db, testLogger(), prometheus.NewRegistry(), []messaging.Subscription{sub})
+		bus, err := messaging.New(cfg, relay, testLogger(), prometheus.NewRegistry(), []messaging.Subscription{sub})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,13 +188,13 @@ func TestABusStoppedWhileStartingReturnsPromptlyAndCleanly(t *testing.T) {
 // what went wrong.
 func TestABusStoppedOnRequestLogsNoError(t *testing.T) {
 	db := dbtest.New(t)
-	pub := newPublisher(t, db)
+	relay, pub := newOutbox(t, db)
 	cfg := testConfig(t, "quiet")
 	got := newCollector()
 	sub := messaging.Subscription{Consumer: "quiet", EventTypes: []string{"test.quiet"}, Handle: got.handle}
 	var errs hosttest.LogBuffer
 	logger := slog.New(slog.NewTextHandler(&errs, &slog.HandlerOptions{Level: slog.LevelError}))
-	bus, err := messaging.New(cfg, db, logger, prometheus.NewRegistry(), []messaging.Subscription{sub})
+	bus, err := messaging.New(cfg, relay, logger, prometheus.NewRegistry(), []messaging.Subscription{sub})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 func TestAnEventsHandlerActsForTheTenantTheEventWasPublishedFor(t *testing.T) {
 	db := dbtest.New(t)
-	pub := newPublisher(t, db)
+	relay, pub := newOutbox(t, db)
 	other := dbtest.Tenant(t, db, "other")
 	var mu sync.Mutex
 	tenants := map[string]uuid.UUID{}
@@ -27,7 +27,7 @@ func TestAnEventsHandlerActsForTheTenantTheEventWasPublishedFor(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}
-	startBus(t, testConfig(t, "tenants"), db, messaging.Subscription{Consumer: "tenants", EventTypes: []string{"test.created"}, Handle: handle})
+	startBus(t, testConfig(t, "tenants"), relay, messaging.Subscription{Consumer: "tenants", EventTypes: []string{"test.created"}, Handle: handle})
 
 	want := map[string]uuid.UUID{}
 	for _, tenant := range []uuid.UUID{tenancy.DefaultID, other} {

@@ -1,5 +1,7 @@
-// Package outbox writes integration events into the transactional outbox of the unit of work in
-// the context; platform/messaging forwards them to RabbitMQ after commit.
+// Package outbox is the transactional outbox, both ends of it: Publisher writes integration events
+// in the transaction of the unit of work in the context, and Relay forwards the committed ones to
+// RabbitMQ, run by the messaging Bus. A Publisher is given the relay of its process at construction
+// and wakes it after each commit; nothing finds a relay any other way.
 package outbox
 
 import (
@@ -23,6 +25,7 @@ var ErrNoTransaction = errors.New("outbox: publish requires a unit of work (data
 // module.EventPublisher. Safe for concurrent use.
 type Publisher struct {
 	db     *database.DB
+	relay  *Relay       // woken after each commit; nil in a process that runs none
 	tracer trace.Tracer // nil: no span
 }
 
@@ -31,12 +34,17 @@ func (p *Publisher) Trace(tp trace.TracerProvider) {
 	p.tracer = tp.Tracer("github.com/keelson/keelson/platform/outbox")
 }
 
-// NewPublisher returns a publisher writing through db's units of work.
-func NewPublisher(db *database.DB) (*Publisher, error) {
+// NewPublisher returns a publisher writing through db's units of work that wakes relay after each
+// commit, so an idle forwarder of this process forwards at once. relay is nil in a process that runs
+// none (a command, a test without a bus): a replica's relay then finds the rows at its next poll.
+func NewPublisher(db *database.DB, relay *Relay) (*Publisher, error) {
 	if db == nil {
 		return nil, errors.New("outbox: nil database")
 	}
-	return &Publisher{db: db}, nil
+	if relay != nil && relay.db != db {
+		return nil, errors.New("outbox: the relay forwards from another database")
+	}
+	return &Publisher{db: db, relay: relay}, nil
 }
 
 // Publish stores events in the outbox of the transaction carried by ctx. They reach RabbitMQ only
@@ -60,7 +68,7 @@ func (p *Publisher) Publish(ctx context.Context, events ...messaging.Event) erro
 	if err != nil {
 		return err
 	}
-	writer, err := messaging.NewOutboxWriter(exec)
+	writer, err := newWriter(exec)
 	if err != nil {
 		return err
 	}
@@ -82,6 +90,8 @@ func (p *Publisher) Publish(ctx context.Context, events ...messaging.Event) erro
 			return fmt.Errorf("outbox: write %d %s events: %w", len(byType[t]), t, err)
 		}
 	}
-	database.AfterCommit(ctx, func() { messaging.OutboxCommitted(p.db) }) // an idle forwarder of this process forwards them at once
+	if p.relay != nil {
+		database.AfterCommit(ctx, p.relay.Wake)
+	}
 	return nil
 }

@@ -40,7 +40,7 @@ func newEvent(t *testing.T, ctx context.Context) messaging.Event {
 
 func TestPublishWithoutTransactionFailsAndWritesNothing(t *testing.T) {
 	db := dbtest.New(t)
-	pub, err := outbox.NewPublisher(db)
+	pub, err := outbox.NewPublisher(db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestPublishWithoutTransactionFailsAndWritesNothing(t *testing.T) {
 
 func TestPublishFollowsTheTransaction(t *testing.T) {
 	db := dbtest.New(t)
-	pub, err := outbox.NewPublisher(db)
+	pub, err := outbox.NewPublisher(db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestPublishFollowsTheTransaction(t *testing.T) {
 
 func TestPublishRejectsIncompleteEvents(t *testing.T) {
 	db := dbtest.New(t)
-	pub, err := outbox.NewPublisher(db)
+	pub, err := outbox.NewPublisher(db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestPublishRejectsIncompleteEvents(t *testing.T) {
 }
 
 func TestNewPublisherRejectsNil(t *testing.T) {
-	if _, err := outbox.NewPublisher(nil); err == nil {
+	if _, err := outbox.NewPublisher(nil, nil); err == nil {
 		t.Fatal("NewPublisher(nil) succeeded")
 	}
 }
@@ -143,7 +143,7 @@ func TestNewPublisherRejectsNil(t *testing.T) {
 // Several events in one Publish, of two types, each become their own row with their own destination.
 func TestPublishWritesEveryEventOfABatch(t *testing.T) {
 	db := dbtest.New(t)
-	pub, err := outbox.NewPublisher(db)
+	pub, err := outbox.NewPublisher(db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package messaging
+package outbox
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/keelson/keelson/platform/messaging"
 )
 
 // drainingSubscriber wraps the outbox subscriber so that closing a forwarder does not undo the
@@ -54,7 +56,13 @@ func (s *drainingSubscriber) pump(in <-chan *message.Message, out chan<- *messag
 			if !ok {
 				return
 			}
-			last, _ = gateOf(msg)
+			if gate, ok := gateOf(msg); ok {
+				last = gate
+				// The AMQP publisher hands the confirm to this transaction instead of waiting for it.
+				msg.SetContext(messaging.WithConfirmGate(msg.Context(), gate))
+			} else {
+				last = nil
+			}
 			select {
 			case out <- msg:
 				// The inner subscriber waits for this settlement anyway; waiting here makes Close

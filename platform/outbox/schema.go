@@ -1,4 +1,4 @@
-package messaging
+package outbox
 
 import (
 	"database/sql"
@@ -14,13 +14,13 @@ import (
 // The outbox is one table, created by migrations/platform/00003_outbox.sql. Writer and forwarder
 // must agree on its name, so both take it from here.
 const (
-	// OutboxTopic is the watermill topic of the outbox (the forwarder's topic).
-	OutboxTopic = "outbox"
-	// OutboxTable is the table watermill-sql reads and writes for OutboxTopic.
-	OutboxTable = "outbox_messages"
+	// Topic is the watermill topic of the outbox (the forwarders' topic).
+	Topic = "outbox"
+	// Table is the table watermill-sql reads and writes for Topic.
+	Table = "outbox_messages"
 )
 
-func outboxTableName(string) string { return `"` + OutboxTable + `"` }
+func outboxTableName(string) string { return `"` + Table + `"` }
 
 // outboxSchema is watermill-sql's queue schema over the outbox table, read with
 // FOR UPDATE SKIP LOCKED under READ COMMITTED: forwarders (in one process or in several replicas)
@@ -99,13 +99,13 @@ func (a outboxOffsets) AckMessageQuery(params wmsql.AckMessageQueryParams) (wmsq
 	return a.PostgreSQLQueueOffsetsAdapter.AckMessageQuery(params)
 }
 
-// NewOutboxWriter returns a watermill publisher that writes forwarder envelopes into the outbox
-// through exec, which must be the transaction of the unit of work (see platform/outbox).
+// newWriter returns a watermill publisher that writes forwarder envelopes into the outbox through
+// exec, which must be the transaction of the unit of work (txExecutor).
 // Publish(topic, msgs...) takes the AMQP routing key (the event type) as topic.
-func NewOutboxWriter(exec wmsql.ContextExecutor) (message.Publisher, error) {
+func newWriter(exec wmsql.ContextExecutor) (message.Publisher, error) {
 	pub, err := wmsql.NewPublisher(exec, wmsql.PublisherConfig{SchemaAdapter: newOutboxSchema(0, nil)}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("outbox writer: %w", err)
 	}
-	return forwarder.NewPublisher(pub, forwarder.PublisherConfig{ForwarderTopic: OutboxTopic}), nil
+	return forwarder.NewPublisher(pub, forwarder.PublisherConfig{ForwarderTopic: Topic}), nil
 }

@@ -1,4 +1,4 @@
-package messaging
+package outbox
 
 import (
 	"context"
@@ -32,6 +32,11 @@ func (b gatedBeginner) BeginTx(ctx context.Context, opts *sql.TxOptions) (wmsql.
 		return nil, err
 	}
 	return &gatedTx{Tx: tx, timeout: b.timeout, done: make(chan struct{})}, nil
+}
+
+// Await implements messaging.ConfirmGate.
+func (t *gatedTx) Await(confirm *amqp.DeferredConfirmation, msg *message.Message, confirmed func(*message.Message)) {
+	t.await(pendingConfirm{confirm: confirm, msg: msg, done: confirmed})
 }
 
 type pendingConfirm struct {

@@ -28,6 +28,8 @@ type Config struct {
 	APITokens          []string
 	APIRateLimit       int
 	APIRateWindow      time.Duration
+	AuthFailureLimit   int
+	AuthFailureWindow  time.Duration
 	MetricsAddr        string
 	MetricsPprof       bool
 	CORSAllowedOrigins []string
@@ -101,6 +103,14 @@ var Variables = []Variable{
 	{Name: "API_RATE_LIMIT", Default: "0", Usage: "requests each API token may make per window, counted across replicas in PostgreSQL: N/window (6000/1m); 0 = no limit; over it: 429 with Retry-After",
 		set: func(c *Config, v string) (err error) {
 			c.APIRateLimit, c.APIRateWindow, err = auth.ParseRate(v)
+			return err
+		}},
+	{Name: "API_AUTH_FAILURE_LIMIT", Default: "30/1m", Usage: "failed authentications one source address may make per window on a replica before it answers that address 429 without looking tokens up (tokens it already knows valid still pass): N/window; 0 = no bound",
+		set: func(c *Config, v string) (err error) {
+			c.AuthFailureLimit, c.AuthFailureWindow, err = auth.ParseRate(v)
+			if err == nil && c.AuthFailureLimit == 0 {
+				c.AuthFailureLimit = -1
+			}
 			return err
 		}},
 	{Name: "METRICS_ADDR", Default: "", Usage: "serve /metrics on this separate listen address (127.0.0.1:9090) instead of on HTTP_ADDR; empty = on HTTP_ADDR",
@@ -242,6 +252,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("api_tokens", fmt.Sprintf("%d configured", len(c.APITokens))),
 		slog.Int("api_rate_limit", c.APIRateLimit),
 		slog.Duration("api_rate_window", c.APIRateWindow),
+		slog.Int("api_auth_failure_limit", c.AuthFailureLimit),
+		slog.Duration("api_auth_failure_window", c.AuthFailureWindow),
 		slog.String("metrics_addr", c.MetricsAddr),
 		slog.Bool("metrics_pprof", c.MetricsPprof),
 		slog.Any("cors_allowed_origins", c.CORSAllowedOrigins),

@@ -159,6 +159,7 @@ func (h handlers) createToken(ctx context.Context, in *createTokenIn) (*tokenOut
 	if err != nil {
 		return nil, err
 	}
+	h.authn.TokenCreated(tok.ID)
 	resp := ToTokenResponse(tok)
 	resp.Token = secret
 	return &tokenOut{Body: resp}, nil

@@ -30,6 +30,8 @@ type Config struct {
 	APITokens          []string
 	APIRateLimit       int
 	APIRateWindow      time.Duration
+	AuthFailureLimit   int
+	AuthFailureWindow  time.Duration
 	MetricsAddr        string
 	MetricsPprof       bool
 	CORSAllowedOrigins []string
@@ -122,6 +124,15 @@ var Variables = []Variable{
 		Doc: "requests each API token may make per window, `N/window` (`6000/1m`), counted across replicas in PostgreSQL; over it: 429 `rate_limited` with `Retry-After`; `0` = no limit (see [rate limits](tokens.md#rate-limits))",
 		set: func(c *Config, v string) (err error) {
 			c.APIRateLimit, c.APIRateWindow, err = auth.ParseRate(v)
+			return err
+		}},
+	{Name: "API_AUTH_FAILURE_LIMIT", Default: "30/1m",
+		Doc: "failed authentications one source address may make per window on one replica, `N/window`; past it that address gets 429 `rate_limited` with `Retry-After` before any token is looked up (tokens the replica already knows valid still pass); `0` = no bound (see [failed authentications](tokens.md#failed-authentications))",
+		set: func(c *Config, v string) (err error) {
+			c.AuthFailureLimit, c.AuthFailureWindow, err = auth.ParseRate(v)
+			if err == nil && c.AuthFailureLimit == 0 {
+				c.AuthFailureLimit = -1
+			}
 			return err
 		}},
 	stringVar("METRICS_ADDR", "", func(c *Config) *string { return &c.MetricsAddr },

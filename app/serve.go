@@ -105,6 +105,8 @@ func newReplica(cfg Config, logger *slog.Logger, db *database.DB, mods []module.
 		Tokens:             cfg.APITokens,
 		RateLimit:          cfg.APIRateLimit,
 		RateWindow:         cfg.APIRateWindow,
+		AuthFailureLimit:   cfg.AuthFailureLimit,
+		AuthFailureWindow:  cfg.AuthFailureWindow,
 		MetricsListener:    metricsListener,
 		MetricsPprof:       cfg.MetricsPprof,
 		CORSAllowedOrigins: cfg.CORSAllowedOrigins,

@@ -107,7 +107,7 @@ type subscriptionResponse struct {
 	ConsecutiveFailures int        `json:"consecutive_failures"`
 	// Headers names the custom headers sent with every attempt; their values are never shown.
 	Headers   map[string]string `json:"headers"`
-	Secret    string            `json:"secret,omitempty"`
+	Secret    string            `json:"secret,omitempty" secret:"true"`
 	CreatedAt time.Time         `json:"created_at"`
 	UpdatedAt time.Time         `json:"updated_at"`
 	Version   string            `json:"version"`

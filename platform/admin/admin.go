@@ -58,7 +58,7 @@ type TokenResponse struct {
 	LastUsedAt *time.Time `json:"last_used_at"`
 	ExpiresAt  *time.Time `json:"expires_at"`
 	RevokedAt  *time.Time `json:"revoked_at"`
-	Token      string     `json:"token,omitempty" doc:"kt_<id>_<secret>: shown only in the answer to create"`
+	Token      string     `json:"token,omitempty" secret:"true" doc:"kt_<id>_<secret>: shown only in the answer to create"`
 }
 
 // ToTokenResponse converts a stored token.
@@ -159,6 +159,7 @@ func (h handlers) createToken(ctx context.Context, in *createTokenIn) (*tokenOut
 	if err != nil {
 		return nil, err
 	}
+	h.authn.TokenCreated(tok.ID)
 	resp := ToTokenResponse(tok)
 	resp.Token = secret
 	return &tokenOut{Body: resp}, nil

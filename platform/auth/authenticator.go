@@ -21,6 +21,12 @@ import (
 // revocation, expiry or tenant disable takes effect on every replica within it.
 const DefaultCacheTTL = 5 * time.Second
 
+// Bounds of the caches: a flood of made-up ids fills the negative cache, never the one of real tokens.
+const (
+	maxCachedTokens  = 100_000
+	maxUnknownTokens = 50_000
+)
+
 // lastUsedEvery throttles last_used_at writes per token.
 const lastUsedEvery = time.Minute
 
@@ -51,7 +57,8 @@ type Authenticator struct {
 	now       func() time.Time
 
 	mu      sync.Mutex
-	tokens  map[uuid.UUID]*cachedToken
+	tokens  map[uuid.UUID]*cachedToken // ids found in the table
+	unknown map[uuid.UUID]time.Time    // ids not found, and when: the negative cache
 	tenants map[uuid.UUID]cachedTenant
 
 	// recordUse writes last_used_at, off the request path; touches counts the writes in flight.
@@ -86,7 +93,7 @@ type AuthenticatorOptions struct {
 // NewAuthenticator checks the bootstrap tokens and returns the authenticator.
 func NewAuthenticator(opts AuthenticatorOptions) (*Authenticator, error) {
 	a := &Authenticator{ttl: opts.CacheTTL, now: time.Now,
-		tokens: map[uuid.UUID]*cachedToken{}, tenants: map[uuid.UUID]cachedTenant{}}
+		tokens: map[uuid.UUID]*cachedToken{}, unknown: map[uuid.UUID]time.Time{}, tenants: map[uuid.UUID]cachedTenant{}}
 	if opts.DB != nil {
 		a.db = opts.DB.SQL()
 	}
@@ -172,8 +179,8 @@ func (a *Authenticator) stored(ctx context.Context, rest string) (Principal, err
 	return Principal{TenantID: entry.tenant, TokenID: id.String(), Scopes: entry.scopes}, nil
 }
 
-// lookup returns the token's row as read within the cache TTL; unknown ids are remembered too, so a
-// flood of made-up ids costs one query per id and TTL.
+// lookup returns the token's row as read within the cache TTL. Unknown ids are remembered apart, for
+// the TTL too, so a repeated made-up id costs no query and a flood of them evicts no real token.
 func (a *Authenticator) lookup(ctx context.Context, id uuid.UUID) (cachedToken, error) {
 	now := a.now()
 	a.mu.Lock()
@@ -181,6 +188,10 @@ func (a *Authenticator) lookup(ctx context.Context, id uuid.UUID) (cachedToken, 
 		entry := *e
 		a.mu.Unlock()
 		return entry, nil
+	}
+	if at, ok := a.unknown[id]; ok && now.Sub(at) < a.ttl {
+		a.mu.Unlock()
+		return cachedToken{fetched: at}, nil
 	}
 	a.mu.Unlock()
 	e := cachedToken{found: true, fetched: now}
@@ -192,7 +203,11 @@ func (a *Authenticator) lookup(ctx context.Context, id uuid.UUID) (cachedToken, 
 		Scan(&e.hash, &e.tenant, &scopes, &e.expiresAt, &e.revokedAt, &lastUsed, &e.tenantDisabled)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		e = cachedToken{fetched: now}
+		a.mu.Lock()
+		delete(a.tokens, id) // deleted by hand since it was read
+		a.rememberUnknown(id, now)
+		a.mu.Unlock()
+		return cachedToken{fetched: now}, nil
 	case err != nil:
 		return cachedToken{}, err
 	}
@@ -201,15 +216,69 @@ func (a *Authenticator) lookup(ctx context.Context, id uuid.UUID) (cachedToken, 
 		e.lastUsed = *lastUsed
 	}
 	a.mu.Lock()
+	delete(a.unknown, id)
 	if old, ok := a.tokens[id]; ok && old.lastUsed.After(e.lastUsed) {
 		e.lastUsed = old.lastUsed
 	}
-	if len(a.tokens) > 100000 {
-		clear(a.tokens) // bounded memory under a flood of made-up ids
+	if len(a.tokens) >= maxCachedTokens {
+		clear(a.tokens) // bounded memory; only ids that exist get here
 	}
 	a.tokens[id] = &e
 	a.mu.Unlock()
 	return e, nil
+}
+
+// rememberUnknown adds id to the negative cache, first dropping expired entries when it is full,
+// and all of them when none had expired; a.mu held.
+func (a *Authenticator) rememberUnknown(id uuid.UUID, now time.Time) {
+	if len(a.unknown) >= maxUnknownTokens {
+		for k, at := range a.unknown {
+			if now.Sub(at) >= a.ttl {
+				delete(a.unknown, k)
+			}
+		}
+		if len(a.unknown) >= maxUnknownTokens {
+			clear(a.unknown)
+		}
+	}
+	a.unknown[id] = now
+}
+
+// Recognizes reports, from memory only, whether token is one this replica has seen valid: a bootstrap
+// token, or a stored one whose row it has read and whose secret matches. It lets an address refused
+// for failed authentications keep using a real token without letting it make the database look
+// up ids it invents.
+func (a *Authenticator) Recognizes(token string) bool {
+	if rest, ok := strings.CutPrefix(token, TokenPrefix); ok && a.db != nil {
+		rawID, secret, ok := strings.Cut(rest, "_")
+		id, err := uuid.Parse(rawID)
+		if !ok || err != nil || len(rawID) != 32 {
+			return false
+		}
+		a.mu.Lock()
+		e, found := a.tokens[id]
+		var hash []byte
+		if found {
+			hash = e.hash
+		}
+		a.mu.Unlock()
+		got := sha256.Sum256([]byte(secret))
+		return found && subtle.ConstantTimeCompare(got[:], hash) == 1
+	}
+	got := sha256.Sum256([]byte(token))
+	match := 0
+	for _, d := range a.bootstrap {
+		match |= subtle.ConstantTimeCompare(got[:], d[:])
+	}
+	return match == 1
+}
+
+// TokenCreated drops id from the negative cache: a token made through this replica is usable here at
+// once, even if its id was tried before (other replicas see it within the cache TTL).
+func (a *Authenticator) TokenCreated(id uuid.UUID) {
+	a.mu.Lock()
+	delete(a.unknown, id)
+	a.mu.Unlock()
 }
 
 // touch records the use at most once a minute per token, in the background: the request does not
@@ -266,6 +335,7 @@ func (a *Authenticator) tenantDisabled(ctx context.Context, id uuid.UUID) (bool,
 func (a *Authenticator) Forget() {
 	a.mu.Lock()
 	clear(a.tokens)
+	clear(a.unknown)
 	clear(a.tenants)
 	a.mu.Unlock()
 }

@@ -276,3 +276,39 @@ func TestDisablingAndEnablingATenantDoNotWaitForATransactionWritingTheTenantsRow
 		require.NoError(t, err, "disabled=%t while a transaction writing the tenant's rows is open", disabled)
 	}
 }
+
+func TestAnUnknownIdIsRememberedUntilATokenWithItIsCreatedHere(t *testing.T) {
+	ctx := context.Background()
+	db := dbtest.New(t)
+	a, err := NewAuthenticator(AuthenticatorOptions{DB: db, CacheTTL: time.Hour})
+	require.NoError(t, err)
+	id := uuid.Must(uuid.NewV7())
+	secret := "s3cret"
+	token := TokenPrefix + strings.ReplaceAll(id.String(), "-", "") + "_" + secret
+	_, err = a.Authenticate(ctx, token)
+	require.ErrorIs(t, err, ErrUnauthenticated)
+	assert.False(t, a.Recognizes(token))
+
+	hash := sha256.Sum256([]byte(secret))
+	_, err = db.SQL().ExecContext(ctx, `INSERT INTO api_tokens (id, tenant_id, name, scopes, hash, created_at)
+		VALUES ($1, $2, 'late', '{webhooks:read}', $3, now())`, id, tenancy.DefaultID, hash[:])
+	require.NoError(t, err)
+	_, err = a.Authenticate(ctx, token)
+	require.ErrorIs(t, err, ErrUnauthenticated, "the negative cache answers within its TTL")
+
+	a.TokenCreated(id)
+	p, err := a.Authenticate(ctx, token)
+	require.NoError(t, err, "creating the token here drops it from the negative cache")
+	assert.Equal(t, id.String(), p.TokenID)
+	assert.True(t, a.Recognizes(token))
+	assert.False(t, a.Recognizes(token+"x"), "a wrong secret is not recognized")
+}
+
+func TestTheNegativeCacheIsBounded(t *testing.T) {
+	a := &Authenticator{ttl: time.Hour, unknown: map[uuid.UUID]time.Time{}}
+	now := time.Now()
+	for range maxUnknownTokens + 10 {
+		a.rememberUnknown(uuid.New(), now)
+	}
+	assert.LessOrEqual(t, len(a.unknown), maxUnknownTokens)
+}

@@ -42,6 +42,10 @@ type Options struct {
 	// on the database (API_RATE_LIMIT); 0 = no limit.
 	RateLimit  int
 	RateWindow time.Duration
+	// AuthFailureLimit and AuthFailureWindow bound failed authentications per source address
+	// (API_AUTH_FAILURE_LIMIT); 0 = httpapi's default, negative = no bound.
+	AuthFailureLimit  int
+	AuthFailureWindow time.Duration
 	// MetricsListener serves /metrics apart from the API (METRICS_ADDR); nil = /metrics on the API listener.
 	MetricsListener net.Listener
 	// MetricsPprof also serves net/http/pprof's /debug/pprof/ on MetricsListener (METRICS_PPROF).
@@ -149,6 +153,8 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 		Logger:             opts.Logger,
 		Auth:               authn,
 		RateLimit:          limiter,
+		AuthFailureLimit:   opts.AuthFailureLimit,
+		AuthFailureWindow:  opts.AuthFailureWindow,
 		CORSAllowedOrigins: opts.CORSAllowedOrigins,
 		TracerProvider:     opts.TracerProvider,
 		Metrics:            metrics,

@@ -28,11 +28,21 @@ const (
 // failureSummaryEvery bounds the WARN lines about failed authentications; each failure itself is DEBUG.
 const failureSummaryEvery = time.Minute
 
+// Default bound of failed authentications per source address and replica (Options.AuthFailureLimit).
+const (
+	DefaultAuthFailureLimit  = 30
+	DefaultAuthFailureWindow = time.Minute
+)
+
+// maxFailureAddresses bounds the addresses remembered; past it the expired windows go, then all.
+const maxFailureAddresses = 100_000
+
 // authenticator puts the principal of the bearer token, and its tenant, into the request context.
 type authenticator struct {
 	auth     *auth.Authenticator
 	limit    RateLimiter
 	failures *failureLog
+	guard    *failureLimiter // nil = no bound on failed authentications
 }
 
 // RateLimiter counts a request of a token; a refused one waits retryAfter. Shared by every replica
@@ -49,12 +59,27 @@ func bearerToken(r *http.Request) string {
 	return strings.TrimSpace(token)
 }
 
-// principal authenticates c's request, answering the refusal itself; ok is false when it did.
+// principal authenticates c's request, answering the refusal itself; ok is false when it did. An
+// address past its failed authentications is answered 429 from memory, before any token lookup,
+// unless its token is one this replica already knows valid.
 func (a *authenticator) principal(c *gin.Context) (auth.Principal, bool) {
-	p, err := a.auth.Authenticate(c.Request.Context(), bearerToken(c.Request))
+	token := bearerToken(c.Request)
+	if a.guard != nil {
+		if wait, blocked := a.guard.blocked(c.ClientIP()); blocked && !a.auth.Recognizes(token) {
+			a.failures.record(c, "address_limited")
+			c.Header("Retry-After", retryAfterSeconds(wait))
+			writeProblem(c, withType(Problem{Status: http.StatusTooManyRequests, Code: CodeRateLimited,
+				Detail: "too many failed authentications from this address; retry after Retry-After seconds"}))
+			return auth.Principal{}, false
+		}
+	}
+	p, err := a.auth.Authenticate(c.Request.Context(), token)
 	var failure *auth.Failure
 	switch {
 	case errors.As(err, &failure):
+		if a.guard != nil {
+			a.guard.failed(c.ClientIP())
+		}
 		a.failures.record(c, failure.Reason)
 		writeProblem(c, unauthorized())
 		return p, false
@@ -122,6 +147,70 @@ func RequireScope(scope auth.Scope) gin.HandlerFunc {
 		}
 		c.Next()
 	}
+}
+
+// failureLimiter counts failed authentications per source address in fixed windows, in this
+// replica's memory: it runs before the token is looked up, so it must cost no query itself.
+type failureLimiter struct {
+	limit  int
+	window time.Duration
+	now    func() time.Time
+
+	mu    sync.Mutex
+	addrs map[string]*failureWindow
+}
+
+type failureWindow struct {
+	start time.Time
+	count int
+}
+
+func newFailureLimiter(limit int, window time.Duration) *failureLimiter {
+	if limit == 0 {
+		limit, window = DefaultAuthFailureLimit, DefaultAuthFailureWindow
+	}
+	if limit < 0 {
+		return nil
+	}
+	if window <= 0 {
+		window = DefaultAuthFailureWindow
+	}
+	return &failureLimiter{limit: limit, window: window, now: time.Now, addrs: map[string]*failureWindow{}}
+}
+
+// blocked reports whether addr spent its failures in the current window, and how long that lasts.
+func (l *failureLimiter) blocked(addr string) (time.Duration, bool) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w, ok := l.addrs[addr]
+	if !ok || now.Sub(w.start) >= l.window || w.count < l.limit {
+		return 0, false
+	}
+	return w.start.Add(l.window).Sub(now), true
+}
+
+// failed counts one failed authentication of addr.
+func (l *failureLimiter) failed(addr string) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w, ok := l.addrs[addr]
+	if !ok || now.Sub(w.start) >= l.window {
+		if !ok && len(l.addrs) >= maxFailureAddresses {
+			for a, old := range l.addrs {
+				if now.Sub(old.start) >= l.window {
+					delete(l.addrs, a)
+				}
+			}
+			if len(l.addrs) >= maxFailureAddresses {
+				clear(l.addrs)
+			}
+		}
+		w = &failureWindow{start: now}
+		l.addrs[addr] = w
+	}
+	w.count++
 }
 
 // failureLog logs each failed authentication at DEBUG and, at most once a minute, a WARN summary of

@@ -10,7 +10,9 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 
@@ -58,6 +60,10 @@ func BindJSON(c *gin.Context, dst any, opts ...BindOption) error {
 	}
 	if empty {
 		return newProblem(http.StatusBadRequest, CodeMalformedJSON, "the request body is empty")
+	}
+	if fe := checkFieldNames(body, reflect.TypeOf(dst), ""); fe != nil {
+		return &problemError{status: http.StatusUnprocessableEntity, code: CodeValidationFailed,
+			detail: "the request has invalid fields", fields: []apperr.FieldError{*fe}}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -139,4 +145,149 @@ func jsonKind(t reflect.Type) string {
 	default:
 		return "of type " + t.String()
 	}
+}
+
+var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// checkFieldNames refuses a key that names a struct field in another case ("URL" for "url"): the
+// decoder would match it, and take one of {"url":…,"URL":…} silently. Free-form values (maps of
+// any, raw JSON) keep their keys as given; a body that does not decode is left to the decoder.
+func checkFieldNames(raw []byte, t reflect.Type, path string) *apperr.FieldError {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || !hasStructFields(t) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return nil
+		}
+		fields := jsonFieldsOf(t)
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if ft, ok := fields[k]; ok {
+				if fe := checkFieldNames(obj[k], ft, joinPath(path, k)); fe != nil {
+					return fe
+				}
+				continue
+			}
+			for name := range fields {
+				if !strings.EqualFold(k, name) {
+					continue
+				}
+				if _, both := obj[name]; both {
+					return &apperr.FieldError{Field: joinPath(path, name),
+						Message: "is given twice, as " + name + " and " + k + "; field names are case-sensitive"}
+				}
+				return &apperr.FieldError{Field: joinPath(path, k),
+					Message: "is not a field; the field is " + name + " (field names are case-sensitive)"}
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return nil
+		}
+		for i, item := range items {
+			if fe := checkFieldNames(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); fe != nil {
+				return fe
+			}
+		}
+	case reflect.Map:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return nil
+		}
+		for k, v := range obj {
+			if fe := checkFieldNames(v, t.Elem(), joinPath(path, k)); fe != nil {
+				return fe
+			}
+		}
+	}
+	return nil
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// decodesItself: the decoder hands the value to the type's own method, which sees no field names.
+func decodesItself(t reflect.Type) bool {
+	return t.Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(jsonUnmarshaler) ||
+		t.Implements(textUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler)
+}
+
+// structFields caches, per type, whether a struct whose fields the decoder matches is reachable in it.
+var structFields sync.Map // reflect.Type → bool
+
+func hasStructFields(t reflect.Type) bool {
+	if v, ok := structFields.Load(t); ok {
+		return v.(bool)
+	}
+	structFields.Store(t, false) // a recursive type is answered by its other branches
+	found := reachesStruct(t)
+	structFields.Store(t, found)
+	return found
+}
+
+func reachesStruct(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if decodesItself(t) {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		return true
+	case reflect.Slice, reflect.Array, reflect.Map:
+		return hasStructFields(t.Elem())
+	default:
+		return false
+	}
+}
+
+// jsonFieldsOf maps the JSON names the decoder matches in struct t (embedded structs flattened) to their types.
+func jsonFieldsOf(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		if f.Anonymous && name == "" {
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				for n, typ := range jsonFieldsOf(ft) {
+					if _, ok := out[n]; !ok {
+						out[n] = typ
+					}
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = ft
+	}
+	return out
 }

@@ -30,6 +30,11 @@ type Options struct {
 	Auth *auth.Authenticator
 	// RateLimit counts each authenticated request of a token; nil = no limit.
 	RateLimit RateLimiter
+	// AuthFailureLimit failed authentications per AuthFailureWindow from one source address make
+	// this replica answer that address 429 before looking tokens up; 0 = DefaultAuthFailureLimit
+	// per DefaultAuthFailureWindow, negative = no bound.
+	AuthFailureLimit  int
+	AuthFailureWindow time.Duration
 	// Metrics registers the HTTP metrics and is served on /metrics. Required.
 	Metrics MetricsRegistry
 	// MetricsElsewhere leaves /metrics off this engine (and its document): a separate listener serves it (METRICS_ADDR).
@@ -74,7 +79,8 @@ func NewEngine(opts Options) (*gin.Engine, *API, error) {
 			return nil, nil, err
 		}
 	}
-	authenticate := &authenticator{auth: authn, limit: opts.RateLimit, failures: &failureLog{logger: opts.Logger}}
+	authenticate := &authenticator{auth: authn, limit: opts.RateLimit, failures: &failureLog{logger: opts.Logger},
+		guard: newFailureLimiter(opts.AuthFailureLimit, opts.AuthFailureWindow)}
 	metrics, err := newHTTPMetrics(opts.Metrics)
 	if err != nil {
 		return nil, nil, err

@@ -38,6 +38,13 @@ const IdempotencyKeyLifetime = 24 * time.Hour
 // over; it exceeds the server's write timeout, so it outlives every request that still runs.
 const idempotencyLock = 90 * time.Second
 
+// IdempotentRedactedHeader on a replay names the body fields left out: secrets (a signing secret, a
+// token) are shown once, in the first answer, and never stored with the key.
+const IdempotentRedactedHeader = "Idempotent-Redacted"
+
+// secretFieldsKey is where a route's writer leaves the JSON fields of its body that must not be stored.
+const secretFieldsKey = "httpapi.secret_fields"
+
 // replayedHeaders are the response headers stored with a key and replayed; others (Date, request ids)
 // belong to one answer.
 var replayedHeaders = []string{"Content-Type", "Location", "ETag"}
@@ -211,7 +218,7 @@ func (m *idempotency) run(c *gin.Context, k keyRow, lock uuid.UUID) {
 		}
 	}()
 	errNotStored := errors.New("response not stored")
-	err := m.db.WithTx(ctx, func(txCtx context.Context) error {
+	err := m.db.WithTx(ctx, func(txCtx context.Context) (err error) {
 		c.Request = c.Request.WithContext(txCtx)
 		c.Next()
 		c.Request = c.Request.WithContext(ctx)
@@ -224,6 +231,13 @@ func (m *idempotency) run(c *gin.Context, k keyRow, lock uuid.UUID) {
 				headers[name] = v
 			}
 		}
+		body := capture.body.Bytes()
+		if fields := c.GetStringSlice(secretFieldsKey); len(fields) > 0 {
+			if body, err = redact(body, fields); err != nil {
+				return err
+			}
+			headers[IdempotentRedactedHeader] = []string{strings.Join(fields, ", ")}
+		}
 		rawHeaders, err := json.Marshal(headers)
 		if err != nil {
 			return err
@@ -231,7 +245,7 @@ func (m *idempotency) run(c *gin.Context, k keyRow, lock uuid.UUID) {
 		res := m.db.Conn(txCtx).Exec(`UPDATE idempotency_keys SET status = ?, headers = ?, body = ?,
 				lock_token = NULL, locked_until = NULL
 			WHERE owner = ? AND route = ? AND key = ? AND lock_token = ?`,
-			capture.status, rawHeaders, capture.body.Bytes(), k.owner, k.route, k.key, lock)
+			capture.status, rawHeaders, body, k.owner, k.route, k.key, lock)
 		if res.Error != nil {
 			return res.Error
 		}
@@ -252,6 +266,19 @@ func (m *idempotency) run(c *gin.Context, k keyRow, lock uuid.UUID) {
 		capture.reset()
 		writeError(c, err)
 	}
+}
+
+// redact drops fields from a JSON object body; a body that is not one is refused rather than stored
+// with whatever it holds.
+func redact(body []byte, fields []string) ([]byte, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return nil, fmt.Errorf("idempotency: a body with secret fields is not a JSON object: %w", err)
+	}
+	for _, f := range fields {
+		delete(obj, f)
+	}
+	return json.Marshal(obj)
 }
 
 // storable: 5xx, 409 (a race or a request in progress) and 429 are not final, so a retry runs again.

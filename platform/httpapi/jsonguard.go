@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -42,7 +43,7 @@ func jsonGuard() gin.HandlerFunc {
 		c.Request.Body = io.NopCloser(bytes.NewReader(body))
 		if fe := CheckJSON(body); fe != nil {
 			writeError(c, newProblem(http.StatusUnprocessableEntity, CodeValidationFailed,
-				"the request body holds a value that cannot be stored", *fe))
+				"the request body holds a value that cannot be stored unambiguously", *fe))
 			return
 		}
 		c.Next()
@@ -51,7 +52,7 @@ func jsonGuard() gin.HandlerFunc {
 
 // CheckJSON finds the first value of a JSON document that cannot be stored: a string (or key) with
 // \u0000, a lone UTF-16 surrogate or invalid UTF-8; a number a double cannot hold (beyond ±1.8e308,
-// or a non-zero one that rounds to 0); nesting deeper than MaxJSONDepth. It returns nil for such a
+// or a non-zero one that rounds to 0); nesting deeper than MaxJSONDepth; a key given twice in one object. It returns nil for such a
 // document and for one that is not well-formed JSON (the binder reports that).
 func CheckJSON(doc []byte) *apperr.FieldError {
 	if !json.Valid(doc) {
@@ -106,6 +107,7 @@ func (s *jsonScanner) value(path string, depth int) {
 			s.pos++
 			return
 		}
+		var keys objectKeys // this object's keys so far: jsonb and the decoder would silently keep one of two
 		for s.problem == nil {
 			s.skipSpace()
 			key, ok := s.str(path)
@@ -115,6 +117,10 @@ func (s *jsonScanner) value(path string, depth int) {
 			child := key
 			if path != "" {
 				child = path + "." + key
+			}
+			if !keys.add(key) {
+				s.fail(child, "is given twice in one object; keys must be unique")
+				return
 			}
 			s.skipSpace()
 			s.pos++ // ':'
@@ -165,6 +171,35 @@ func (s *jsonScanner) value(path string, depth int) {
 	default:
 		s.number(path)
 	}
+}
+
+// objectKeys is the set of an object's keys: a slice while small, a map past that, so a body of a
+// million keys costs no quadratic time.
+type objectKeys struct {
+	few  []string
+	many map[string]struct{}
+}
+
+// add reports false when key is already in the set.
+func (k *objectKeys) add(key string) bool {
+	if k.many == nil {
+		if slices.Contains(k.few, key) {
+			return false
+		}
+		if len(k.few) < 16 {
+			k.few = append(k.few, key)
+			return true
+		}
+		k.many = make(map[string]struct{}, 64)
+		for _, f := range k.few {
+			k.many[f] = struct{}{}
+		}
+	}
+	if _, dup := k.many[key]; dup {
+		return false
+	}
+	k.many[key] = struct{}{}
+	return true
 }
 
 // str scans a string, returning its text (for object keys, as the path names them).

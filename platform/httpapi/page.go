@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"reflect"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -55,9 +58,17 @@ func DecodeCursor(s string, v any) error {
 	if err != nil {
 		return InvalidQuery("cursor", "is not a valid cursor")
 	}
+	// A cursor is an object of the shape EncodeCursor made: trailing data, null, a key twice or in
+	// another case, or a value the database cannot hold is not one of ours.
+	if len(b) == 0 || b[0] != '{' || CheckJSON(b) != nil || checkFieldNames(b, reflect.TypeOf(v), "") != nil {
+		return InvalidQuery("cursor", "is not a valid cursor")
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		return InvalidQuery("cursor", "is not a valid cursor")
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return InvalidQuery("cursor", "is not a valid cursor")
 	}
 	return nil

@@ -322,6 +322,10 @@ func outputWriter(rt Route, t reflect.Type) func(c *gin.Context, out any) {
 	if status == 0 {
 		status = http.StatusOK
 	}
+	var secretFields []string
+	if body >= 0 {
+		secretFields = secretFieldsOf(t.Field(body).Type)
+	}
 	return func(c *gin.Context, out any) {
 		v := reflect.ValueOf(out).Elem()
 		status := status
@@ -342,6 +346,30 @@ func outputWriter(rt Route, t reflect.Type) func(c *gin.Context, out any) {
 			c.Status(status)
 			return
 		}
+		if secretFields != nil {
+			c.Set(secretFieldsKey, secretFields)
+		}
 		c.JSON(status, v.Field(body).Interface())
 	}
+}
+
+// secretFieldsOf names the JSON fields of a body struct tagged `secret:"true"`: values shown once
+// (a signing secret, a token) that no stored copy of the answer may keep.
+func secretFieldsOf(t reflect.Type) []string {
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Tag.Get("secret") != "true" {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			panic(fmt.Sprintf("httpapi: secret field %s.%s needs a JSON name", t, f.Name))
+		}
+		out = append(out, name)
+	}
+	return out
 }

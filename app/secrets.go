@@ -7,7 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
+	"time"
 
+	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/module"
+	"github.com/keelson/keelson/platform/secrets"
 	"github.com/keelson/keelson/platform/telemetry"
 )
 
@@ -42,6 +47,17 @@ func secretsCommand(ctx context.Context, cfg Config, logger *slog.Logger, args [
 	if err != nil {
 		return err
 	}
+	// Values resealed under a key a running replica lacks would fail there: the key goes to every
+	// replica (as a further key) before it seals anything.
+	lacking, err := secrets.LiveWithout(ctx, db.SQL(), cfg.Secrets.CurrentKeyID(), "")
+	if err != nil {
+		return fmt.Errorf("secrets reencrypt: %w", err)
+	}
+	if len(lacking) > 0 {
+		return fmt.Errorf("secrets reencrypt: refused: running replica(s) %s do not hold key %s, so could not open what it would seal; "+
+			"add %s to KEELSON_ENCRYPTION_KEYS on every replica and restart them first (docs/operations.md#encryption-keys)",
+			strings.Join(lacking, ", "), cfg.Secrets.CurrentKeyID(), cfg.Secrets.CurrentKeyID())
+	}
 	for _, rs := range replica.Registry.Resealers() {
 		total := 0
 		for {
@@ -56,6 +72,40 @@ func secretsCommand(ctx context.Context, cfg Config, logger *slog.Logger, args [
 			}
 		}
 		fmt.Fprintf(stdout, "%s: %d row(s) rewritten under key %s\n", rs.Name, total, cfg.Secrets.CurrentKeyID())
+	}
+	return nil
+}
+
+// checkKeyring is a serving replica's start-up check of its KEELSON_ENCRYPTION_KEYS: it must hold
+// every key a stored value is sealed under (or it would take deliveries and fail them), and every
+// live replica must hold the key it seals with (or they could not open what it writes).
+func checkKeyring(ctx context.Context, cfg Config, db *database.DB, reg *module.Registry) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, rs := range reg.Resealers() {
+		if rs.KeyIDs == nil {
+			continue
+		}
+		ids, err := rs.KeyIDs(ctx)
+		if err != nil {
+			return fmt.Errorf("check sealed values of %s: %w", rs.Name, err)
+		}
+		if missing := cfg.Secrets.Missing(ids); len(missing) > 0 {
+			return fmt.Errorf("KEELSON_ENCRYPTION_KEYS lacks key(s) %s, under which %s values are sealed: this replica could not open them; "+
+				"give it every key the other replicas hold (docs/operations.md#encryption-keys)", strings.Join(missing, ", "), rs.Name)
+		}
+	}
+	if !cfg.Secrets.Enabled() {
+		return nil
+	}
+	lacking, err := secrets.LiveWithout(ctx, db.SQL(), cfg.Secrets.CurrentKeyID(), cfg.InstanceID)
+	if err != nil {
+		return err
+	}
+	if len(lacking) > 0 {
+		return fmt.Errorf("KEELSON_ENCRYPTION_KEYS seals with key %s, which running replica(s) %s do not hold, so could not open what this one writes; "+
+			"add %s to their keys (after the one that seals) and restart them first, or put it second here (docs/operations.md#encryption-keys)",
+			cfg.Secrets.CurrentKeyID(), strings.Join(lacking, ", "), cfg.Secrets.CurrentKeyID())
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/keelson/keelson/platform/jobs"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/module"
+	"github.com/keelson/keelson/platform/secrets"
 	"github.com/keelson/keelson/platform/telemetry"
 )
 
@@ -83,6 +84,22 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if err := checkKeyring(ctx, cfg, db, replica.Registry); err != nil {
+		return err
+	}
+	// Recorded until the replica stops, for the check above in others and `secrets reencrypt`.
+	if err := secrets.Announce(ctx, db.SQL(), cfg.InstanceID, cfg.Secrets); err != nil {
+		return err
+	}
+	announceCtx, stopAnnouncing := context.WithCancel(ctx)
+	announced := make(chan struct{})
+	go func() {
+		defer close(announced)
+		secrets.KeepAnnounced(announceCtx, db.SQL(), cfg.InstanceID, cfg.Secrets, func(err error) {
+			logger.Warn("refreshing this replica's key ids failed", "error", err)
+		})
+	}()
+	defer func() { stopAnnouncing(); <-announced }()
 	listener, err := lc.Listen(ctx, "tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)

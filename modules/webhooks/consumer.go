@@ -12,6 +12,7 @@ import (
 
 	"github.com/keelson/keelson/modules/webhooks/contract"
 	"github.com/keelson/keelson/platform/messaging"
+	"github.com/keelson/keelson/platform/secrets"
 	"github.com/keelson/keelson/platform/tenancy"
 )
 
@@ -161,6 +162,12 @@ func (s *Service) attempt(ctx context.Context, req contract.DeliveryRequestedPay
 	ctx, span := s.startAttempt(ctx, t.delivery)
 	res := s.send(ctx, t, seen, pass)
 	endAttempt(span, res)
+	if res.keyMissing {
+		// This replica lacks a key: give the delivery back uncounted, for a replica holding it.
+		s.log.ErrorContext(ctx, "cannot open a subscription's sealed values: delivery released", "delivery_id", t.delivery.ID, "error", res.Error)
+		s.metrics.putBack.WithLabelValues("key_missing").Inc()
+		return s.store.untake(ctx, t, s.now().Add(keyMissingBackoff))
+	}
 	s.metrics.observeAttempt(res)
 	return s.recordOutcome(ctx, t, res)
 }
@@ -174,7 +181,8 @@ func (s *Service) send(ctx context.Context, t taken, seen uint64, pass *gatePass
 	body := t.body.bytes
 	keys, headers, err := s.opened.of(t.sub, s.now(), s.sealer, seen)
 	if err != nil {
-		return sendResult{ErrorClass: errClassRequest, Error: err.Error()}
+		var missing *secrets.MissingKeyError
+		return sendResult{ErrorClass: errClassRequest, Error: err.Error(), keyMissing: errors.As(err, &missing)}
 	}
 	s.gate.sending(pass)
 	res := s.sender.send(ctx, outgoing{URL: t.sub.URL, MessageID: t.event.ID, Body: body, Keys: keys, Headers: headers})

@@ -107,7 +107,7 @@ type subscriptionResponse struct {
 	ConsecutiveFailures int        `json:"consecutive_failures"`
 	// Headers names the custom headers sent with every attempt; their values are never shown.
 	Headers   map[string]string `json:"headers"`
-	Secret    string            `json:"secret,omitempty" secret:"true"`
+	Secret    string            `json:"secret,omitempty" secret:"true" doc:"shown by create and rotate only; a replay under the same Idempotency-Key leaves it out (Idempotent-Redacted: secret)"`
 	CreatedAt time.Time         `json:"created_at"`
 	UpdatedAt time.Time         `json:"updated_at"`
 	Version   string            `json:"version"`

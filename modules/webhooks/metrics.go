@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		putBack: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "keelson", Subsystem: "webhooks", Name: "put_back_total",
-			Help: "Delivery requests put back to wait without an attempt, by reason: rate_limit (its slot is further than the horizon), rate_limit_late (its slot passed before the send), and the send gate's refusals: endpoint_busy (a fast endpoint at its cap), endpoint_probing (an endpoint this replica does not know yet, waiting for a probe place or its probe), endpoint_slow (a slow endpoint at its cap, or the slow half full).",
+			Help: "Delivery requests put back to wait without an attempt, by reason: rate_limit (its slot is further than the horizon), rate_limit_late (its slot passed before the send), and the send gate's refusals: endpoint_busy (a fast endpoint at its cap), endpoint_probing (an endpoint this replica does not know yet, waiting for a probe place or its probe), endpoint_slow (a slow endpoint at its cap, or the slow half full); key_missing (this replica lacks a key the subscription's values are sealed under).",
 		}, []string{"reason"}),
 	}
 	for _, c := range []prometheus.Collector{m.deliveries, m.latency, m.backlog, m.stale, m.putBack} {

@@ -230,7 +230,7 @@ func (m *Module) Register(r *module.Registry) error {
 		svc.instance = r.InstanceID
 	}
 	svc.sealer = sealer{box: r.Secrets}
-	r.SealedData(module.Resealer{Name: "webhooks.subscriptions", Reseal: svc.resealSubscriptions})
+	r.SealedData(module.Resealer{Name: "webhooks.subscriptions", Reseal: svc.resealSubscriptions, KeyIDs: svc.sealedKeyIDs})
 	r.Schedule(jobs.Schedule{Name: secretExpirySchedule, Interval: secretExpiryInterval, Run: svc.WipeExpiredSecrets})
 	m.service = svc
 	svc.traceAttempts(r.TracerProvider)

@@ -51,7 +51,11 @@ type sendResult struct {
 	Excerpt    string
 	Headers    map[string]string // the keptResponseHeaders the receiver sent
 	RetryAfter time.Duration     // the receiver's Retry-After on a 429 or 503, uncapped; 0 if none
+	keyMissing bool              // nothing sent: this replica lacks a key the subscription's values are sealed under
 }
+
+// keyMissingBackoff is how long a delivery this replica could not open waits before it is due again.
+const keyMissingBackoff = 30 * time.Second
 
 // keptResponseHeaders are the response headers an attempt keeps: enough to tell what answered and why.
 var keptResponseHeaders = []string{"Content-Type", "Content-Length", "Retry-After", "Location", "Server", "Date", "X-Request-Id"}

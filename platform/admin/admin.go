@@ -58,7 +58,7 @@ type TokenResponse struct {
 	LastUsedAt *time.Time `json:"last_used_at"`
 	ExpiresAt  *time.Time `json:"expires_at"`
 	RevokedAt  *time.Time `json:"revoked_at"`
-	Token      string     `json:"token,omitempty" secret:"true" doc:"kt_<id>_<secret>: shown only in the answer to create"`
+	Token      string     `json:"token,omitempty" secret:"true" doc:"kt_<id>_<secret>: shown only in the answer to create; a replay under the same Idempotency-Key leaves it out (Idempotent-Redacted: token)"`
 }
 
 // ToTokenResponse converts a stored token.

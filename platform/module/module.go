@@ -85,6 +85,9 @@ type Loop struct {
 type Resealer struct {
 	Name   string
 	Reseal func(ctx context.Context, batch int) (int, error)
+	// KeyIDs lists the distinct ids of the keys the stored values are sealed under, so a replica
+	// lacking one refuses to start; nil = not checked.
+	KeyIDs func(ctx context.Context) ([]string, error)
 }
 
 // RouteSet declares a module's routes on the authenticated /api/v1 group.

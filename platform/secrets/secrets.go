@@ -138,7 +138,7 @@ func (b *Box) Open(stored string, aad string) (string, error) {
 		aead = b.aead[id]
 	}
 	if aead == nil {
-		return "", fmt.Errorf("secrets: value sealed with key %q, which KEELSON_ENCRYPTION_KEYS does not hold", id)
+		return "", &MissingKeyError{ID: id}
 	}
 	raw, err := base64.StdEncoding.DecodeString(body)
 	if err != nil || len(raw) < aead.NonceSize()+aead.Overhead() {

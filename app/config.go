@@ -20,6 +20,7 @@ import (
 type Config struct {
 	DatabaseURL        string
 	DBMaxOpenConns     int
+	DBTransactionPool  bool
 	AMQPURL            string
 	AMQPExchange       string
 	AMQPQueuePrefix    string
@@ -85,6 +86,8 @@ var Variables = []Variable{
 		set: func(c *Config, v string) error { return parseURL(v, &c.DatabaseURL, "postgres", "postgresql") }},
 	{Name: "DB_MAX_OPEN_CONNS", Default: "20", Usage: "PostgreSQL connections per replica, all of them: HTTP, consumers, outbox forwarders and jobs share them, two kept for the webhook batch writes (no other connections); keep replicas × this + 2 (migrate) below max_connections",
 		set: func(c *Config, v string) error { return parseInt(v, 1, 1000, &c.DBMaxOpenConns) }},
+	{Name: "DATABASE_TRANSACTION_POOLING", Default: "false", Usage: "true when DATABASE_URL reaches PostgreSQL through a pooler in transaction mode (PgBouncer pool_mode=transaction): no named prepared statements or session settings, migrations lock a table",
+		set: func(c *Config, v string) error { return parseBool(v, &c.DBTransactionPool) }},
 	{Name: "AMQP_URL", Default: "amqp://guest:guest@127.0.0.1:5672/", Secret: true, //nolint:gosec // RabbitMQ's well-known local default
 		Usage: "RabbitMQ connection URL; comma-separated URLs of a cluster's nodes fail over in turn",
 		set:   func(c *Config, v string) error { return parseURLs(v, &c.AMQPURL, "amqp", "amqps") }},

@@ -28,6 +28,8 @@ test: services tidy-check
 	$(MAKE) allocs
 	$(MAKE) fuzz
 	$(MAKE) test-pgbouncer
+	@# sdk/go is its own module (oapi-codegen's runtime stays out of go.mod): its tests start keelson serve.
+	cd sdk/go && go vet ./... && go test -race -count=1 -timeout 10m ./...
 
 ## allocs: the tests that count allocations, without the race detector (it makes sync.Pool drop items)
 allocs:
@@ -54,6 +56,7 @@ tidy-check:
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit the result" >&2; exit 1; }
 	@# bench/jobs is its own module (it pulls River in); it builds against this tree, so it drifts with it.
 	@cd bench/jobs && go mod tidy -diff || { echo "bench/jobs/go.mod/go.sum are not tidy: run go mod tidy there and commit the result" >&2; exit 1; }
+	@cd sdk/go && go mod tidy -diff || { echo "sdk/go/go.mod/go.sum are not tidy: run go mod tidy there and commit the result" >&2; exit 1; }
 
 ## vuln: govulncheck against vuln.go.dev (needs that network access; CI has none, so it is not part of test)
 vuln:

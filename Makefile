@@ -9,7 +9,7 @@ BUILD_FLAGS := -trimpath -ldflags "-s -w -X $(STAMP).version=$${VERSION} -X $(ST
 GOLANGCI_LINT_VERSION := v2.15.0
 GOVULNCHECK_VERSION := v1.9.0
 
-.PHONY: run build migrate serve test allocs fuzz tidy-check vuln lint bench fmt services screenshots test-compose test-compose-cluster
+.PHONY: run build migrate serve test test-pgbouncer allocs fuzz tidy-check vuln lint bench fmt services screenshots test-compose test-compose-cluster
 
 ## services: install (when missing) and start PostgreSQL and RabbitMQ on 127.0.0.1
 services:
@@ -33,10 +33,20 @@ test: services tidy-check
 	go test -race -count=1 -timeout 30m ./...
 	$(MAKE) allocs
 	$(MAKE) fuzz
+	$(MAKE) test-pgbouncer
+	@# sdk/go is its own module (oapi-codegen's runtime stays out of go.mod): its tests start keelson serve.
+	cd sdk/go && go vet ./... && go test -race -count=1 -timeout 10m ./...
 
 ## allocs: the tests that count allocations, without the race detector (it makes sync.Pool drop items)
 allocs:
 	go test -count=1 -run 'allocates' ./...
+
+## test-pgbouncer: the webhook delivery flows, the job tests and a two-replica black-box fan-out, each
+## test database behind a PgBouncer in transaction mode that the test starts (docs/operations.md#pgbouncer)
+test-pgbouncer:
+	KEELSON_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m -run 'Test_events_fan_out|Test_integration_events|Test_a_receiver|Test_an_always|Test_an_outcome' ./modules/webhooks/
+	KEELSON_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m ./platform/jobs/
+	KEELSON_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m -run 'TestEventsFanOutAcrossReplicasWithVerifiedSignatures' ./tests/
 
 ## fuzz: each JSON request-body fuzz target for FUZZTIME inputs (5000x, 15–20 s here); any 5xx fails.
 ## A count, not a duration: Go 1.26's fuzz coordinator can fail a target with a bare
@@ -52,6 +62,7 @@ tidy-check:
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit the result" >&2; exit 1; }
 	@# bench/jobs is its own module (it pulls River in); it builds against this tree, so it drifts with it.
 	@cd bench/jobs && go mod tidy -diff || { echo "bench/jobs/go.mod/go.sum are not tidy: run go mod tidy there and commit the result" >&2; exit 1; }
+	@cd sdk/go && go mod tidy -diff || { echo "sdk/go/go.mod/go.sum are not tidy: run go mod tidy there and commit the result" >&2; exit 1; }
 
 ## vuln: govulncheck against vuln.go.dev (needs that network access; CI has none, so it is not part of test)
 vuln:

@@ -38,7 +38,7 @@ func (r *repeated) Set(v string) error {
 }
 
 func openStore(ctx context.Context, cfg Config) (*auth.Store, func(), error) {
-	db, err := database.Open(ctx, database.Config{URL: cfg.DatabaseURL, MaxOpenConns: 2})
+	db, err := database.Open(ctx, database.Config{URL: cfg.DatabaseURL, TransactionPooling: cfg.DBTransactionPool, MaxOpenConns: 2})
 	if err != nil {
 		return nil, nil, err
 	}

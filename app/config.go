@@ -22,6 +22,7 @@ import (
 type Config struct {
 	DatabaseURL        string
 	DBMaxOpenConns     int
+	DBTransactionPool  bool
 	AMQPURL            string
 	AMQPExchange       string
 	AMQPQueuePrefix    string
@@ -104,6 +105,8 @@ var Variables = []Variable{
 		show: func(c Config) string { return maskURL(c.DatabaseURL) }},
 	intVar("DB_MAX_OPEN_CONNS", "20", 1, 1000, func(c *Config) *int { return &c.DBMaxOpenConns },
 		"PostgreSQL connections per replica — the whole budget: HTTP, consumers, outbox forwarders and jobs share them (see [Connection budget](#connection-budget))"),
+	boolVar("DATABASE_TRANSACTION_POOLING", "false", func(c *Config) *bool { return &c.DBTransactionPool },
+		"`true` when `DATABASE_URL` reaches PostgreSQL through a pooler in transaction mode (PgBouncer `pool_mode=transaction`): no named prepared statements or session settings, migrations lock a table (see [PgBouncer](#pgbouncer))"),
 	{Name: "AMQP_URL", Default: "amqp://guest:guest@127.0.0.1:5672/", Secret: true, //nolint:gosec // RabbitMQ's well-known local default
 		Doc:  "RabbitMQ connection URL; several comma-separated URLs (the nodes of one cluster) are tried in turn, starting with the one that answered last",
 		set:  func(c *Config, v string) error { return parseURLs(v, &c.AMQPURL, "amqp", "amqps") },

@@ -105,5 +105,5 @@ func consumerNames(ctx context.Context, cfg Config, logger *slog.Logger) ([]stri
 
 // openForCommand opens the small pool a one-shot command needs.
 func openForCommand(ctx context.Context, cfg Config) (*database.DB, error) {
-	return database.Open(ctx, database.Config{URL: cfg.DatabaseURL, MaxOpenConns: 2})
+	return database.Open(ctx, database.Config{URL: cfg.DatabaseURL, TransactionPooling: cfg.DBTransactionPool, MaxOpenConns: 2})
 }

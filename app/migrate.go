@@ -25,16 +25,19 @@ func migrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := database.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
-		return err
+	// A pooler serves only the databases it names, not the maintenance database CREATE DATABASE needs.
+	if !cfg.DBTransactionPool {
+		if err := database.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
+			return err
+		}
 	}
-	db, err := database.Open(ctx, database.Config{URL: cfg.DatabaseURL, MaxOpenConns: 2})
+	db, err := database.Open(ctx, database.Config{URL: cfg.DatabaseURL, TransactionPooling: cfg.DBTransactionPool, MaxOpenConns: 2})
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	start := time.Now()
-	applied, err := database.Apply(ctx, db.SQL(), migrationSets(mods))
+	applied, err := database.Apply(ctx, db.SQL(), migrationSets(mods), database.MigrateOptions{TableLock: cfg.DBTransactionPool})
 	for _, m := range applied {
 		logger.Info("migration applied", "owner", m.Owner, "version", m.Version, "file", m.File, "duration", m.Duration)
 	}

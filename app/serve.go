@@ -45,7 +45,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if !cfg.Secrets.Enabled() {
 		logger.Warn("KEELSON_ENCRYPTION_KEYS is not set: secrets are stored unencrypted; set a key before production use (docs/operations.md)")
 	}
-	db, err := database.Open(ctx, database.Config{URL: cfg.DatabaseURL, MaxOpenConns: cfg.DBMaxOpenConns})
+	db, err := database.Open(ctx, database.Config{URL: cfg.DatabaseURL, TransactionPooling: cfg.DBTransactionPool, MaxOpenConns: cfg.DBMaxOpenConns})
 	if database.IsMissingDatabase(err) {
 		return fmt.Errorf("%w: %w", database.ErrNotMigrated, err)
 	}

@@ -2,7 +2,23 @@
 # Installs (when missing), configures and starts the PostgreSQL and RabbitMQ that `make run`,
 # `make test` and CI use: PostgreSQL on 127.0.0.1:5432 accepting `postgres` without a password
 # from 127.0.0.1, RabbitMQ on 127.0.0.1:5672 with the default guest user. Idempotent.
+# Also installs PgBouncer (not started: the tests that need it run their own, docs/operations.md).
 set -euo pipefail
+
+install_packages() {
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "services: install $* (PostgreSQL 15+, RabbitMQ 3.10+, PgBouncer 1.18+), then run this again" >&2
+    exit 1
+  fi
+  if [ "$(id -u)" != 0 ]; then SUDO=sudo; else SUDO=; fi
+  echo "services: installing $* from Debian's packages"
+  # Package scripts must not try to start services through an init system the machine may not have.
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# The PgBouncer tests start their own pgbouncer process; the package's own service stays stopped.
+command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || install_packages pgbouncer
 
 pg_up() { pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; }
 amqp_up() { (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; }
@@ -15,15 +31,7 @@ missing=()
 command -v pg_ctlcluster >/dev/null 2>&1 && ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 command -v rabbitmq-server >/dev/null 2>&1 || missing+=(rabbitmq-server)
 if ((${#missing[@]})); then
-  if ! command -v apt-get >/dev/null 2>&1; then
-    echo "services: install ${missing[*]} (PostgreSQL 15+ and RabbitMQ 3.10+), then run this again" >&2
-    exit 1
-  fi
-  if [ "$(id -u)" != 0 ]; then SUDO=sudo; else SUDO=; fi
-  echo "services: installing ${missing[*]} from Debian's packages"
-  # Package scripts must not try to start services through an init system the machine may not have.
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  install_packages "${missing[@]}"
 fi
 
 if ! pg_up; then

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelson/keelson/platform/database/dbtest"
 	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
@@ -76,6 +77,9 @@ func newCluster(t *testing.T, opts clusterOptions) *cluster {
 		"WEBHOOKS_RETRY_SCHEDULE":        testRetrySchedule,
 		"LOG_LEVEL":                      "info",
 		"LOG_FORMAT":                     "json",
+	}
+	if dbtest.Pooled() { // make test-pgbouncer: the replicas and the migration reach the database through PgBouncer
+		env["DATABASE_URL"], env["DATABASE_TRANSACTION_POOLING"] = dbtest.StartPgBouncer(t, db.Name), "true"
 	}
 	runMigrate(t, env)
 	c := &cluster{t: t, db: db, env: env, receiver: newWebhookReceiver(t)}

@@ -28,6 +28,7 @@ type composeService struct {
 	Image       string                      `yaml:"image"`
 	Build       *composeBuild               `yaml:"build"`
 	Command     []string                    `yaml:"command"`
+	Entrypoint  []string                    `yaml:"entrypoint"`
 	Environment map[string]string           `yaml:"environment"`
 	Ports       []string                    `yaml:"ports"`
 	DependsOn   map[string]composeDependsOn `yaml:"depends_on"`
@@ -271,7 +272,7 @@ func TestComposeServicesAndDependencies(t *testing.T) {
 		}
 	}
 
-	db, err := url.Parse(a1["DATABASE_URL"])
+	db, err := url.Parse(composeDefault(a1["DATABASE_URL"]))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,12 @@ type Config struct {
 	ConnMaxLifetime time.Duration
 	// Tracer sees every statement of every connection (tests count a path's statements with it); nil = none.
 	Tracer pgx.QueryTracer
+	// TransactionPooling is for a URL that reaches PostgreSQL through a pooler in transaction mode
+	// (PgBouncer pool_mode=transaction), where consecutive transactions of one connection may run on
+	// different server sessions: statements are not prepared by name (pgx describes them once and sends
+	// them unnamed), no session starts with settings (WithGenericPlans sets them per unit of work), and
+	// migrations lock a table instead of holding a session lock (MigrateOptions.TableLock).
+	TransactionPooling bool
 }
 
 // DB is the pool plus the unit-of-work entry point. Repositories reach the database only through Conn(ctx).
@@ -41,7 +47,11 @@ type DB struct {
 	generic    *gorm.DB // sessions started with genericPlansSettings, for WithGenericPlans; nil when the budget is small
 	genericSQL *sql.DB
 	tracer     atomic.Pointer[trace.Tracer] // nil: units of work record no span
+	pooled     bool                         // Config.TransactionPooling
 }
+
+// TransactionPooling reports whether the DB was opened for a pooler in transaction mode.
+func (d *DB) TransactionPooling() bool { return d.pooled }
 
 // Trace makes every unit of work a span of tp's ("unit_of_work"); call it before use.
 func (d *DB) Trace(tp trace.TracerProvider) {
@@ -75,6 +85,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		maxOpen = 20
 	}
 	genericConns := min(genericPlansConns, maxOpen/4)
+	if cfg.TransactionPooling {
+		genericConns = 0 // a session's settings would stay on whichever server session the pooler gave it
+	}
 	maxOpen -= genericConns
 	maxIdle := cfg.MaxIdleConns
 	if maxIdle <= 0 || maxIdle > maxOpen {
@@ -92,7 +105,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("database: ping: %w", err)
 	}
-	d := &DB{gorm: g, sql: sqlDB}
+	d := &DB{gorm: g, sql: sqlDB, pooled: cfg.TransactionPooling}
 	if genericConns > 0 {
 		d.generic, d.genericSQL, err = openPool(cfg, genericPlansSettings, genericConns, genericConns, lifetime)
 		if err != nil {
@@ -109,6 +122,10 @@ func openPool(cfg Config, params map[string]string, maxOpen, maxIdle int, lifeti
 		stdlib.OptionBeforeConnect(func(_ context.Context, c *pgx.ConnConfig) error {
 			if cfg.Tracer != nil {
 				c.Tracer = cfg.Tracer
+			}
+			if cfg.TransactionPooling && c.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+				// A statement prepared by name lives in one server session, which the next transaction may not get.
+				c.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 			}
 			maps.Copy(c.RuntimeParams, params) // pgx's parsed config always has the map
 			return nil

@@ -31,15 +31,26 @@ type AppliedMigration struct {
 	Duration time.Duration
 }
 
+// MigrateOptions tune Migrate and Apply.
+type MigrateOptions struct {
+	// TableLock serialises runs with a row in a lock table instead of a session advisory lock, which a
+	// pooler in transaction mode would leave on whichever server session took it (Config.TransactionPooling).
+	TableLock bool
+}
+
 // Migrate applies every pending migration of every set, in order. A PostgreSQL session lock
 // serialises concurrent runs, so two processes migrating at once is safe and the second finds nothing to do.
-func Migrate(ctx context.Context, db *sql.DB, sets []MigrationSet) error {
-	_, err := Apply(ctx, db, sets)
+func Migrate(ctx context.Context, db *sql.DB, sets []MigrationSet, opts ...MigrateOptions) error {
+	_, err := Apply(ctx, db, sets, opts...)
 	return err
 }
 
 // Apply is Migrate, returning what it applied (empty when the database was up to date).
-func Apply(ctx context.Context, db *sql.DB, sets []MigrationSet) ([]AppliedMigration, error) {
+func Apply(ctx context.Context, db *sql.DB, sets []MigrationSet, opts ...MigrateOptions) ([]AppliedMigration, error) {
+	var o MigrateOptions
+	for _, opt := range opts {
+		o.TableLock = o.TableLock || opt.TableLock
+	}
 	var applied []AppliedMigration
 	for _, set := range sets {
 		if set.FS == nil {
@@ -48,13 +59,13 @@ func Apply(ctx context.Context, db *sql.DB, sets []MigrationSet) ([]AppliedMigra
 		if !ownerPattern.MatchString(set.Owner) {
 			return applied, fmt.Errorf("migrate: invalid owner name %q", set.Owner)
 		}
-		locker, err := lock.NewPostgresSessionLocker()
+		locking, err := migrationLock(o)
 		if err != nil {
 			return applied, fmt.Errorf("migrate %s: %w", set.Owner, err)
 		}
 		provider, err := goose.NewProvider(goose.DialectPostgres, db, set.FS,
 			goose.WithTableName("schema_migrations_"+set.Owner),
-			goose.WithSessionLocker(locker),
+			locking,
 			goose.WithDisableGlobalRegistry(true),
 		)
 		if err != nil {
@@ -72,6 +83,15 @@ func Apply(ctx context.Context, db *sql.DB, sets []MigrationSet) ([]AppliedMigra
 		}
 	}
 	return applied, nil
+}
+
+func migrationLock(o MigrateOptions) (goose.ProviderOption, error) {
+	if o.TableLock {
+		l, err := lock.NewPostgresTableLocker()
+		return goose.WithLocker(l), err
+	}
+	l, err := lock.NewPostgresSessionLocker()
+	return goose.WithSessionLocker(l), err
 }
 
 // ErrNotMigrated is returned by CheckMigrated when migrations are pending.

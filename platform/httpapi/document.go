@@ -54,11 +54,62 @@ func (a *API) fragment(events []EventDoc) ([]byte, error) {
 	for _, e := range events {
 		hooks[e.Type] = map[string]any{"post": eventOperation(reg, e)}
 	}
+	// Client generators keep only the components that paths reach (oapi-codegen prunes by paths, not
+	// webhooks): an event's payload is written out in place, so every generated type is defined.
+	schemas, err := roundTrip(reg.Map())
+	if err != nil {
+		return nil, err
+	}
+	inlined, err := roundTrip(hooks)
+	if err != nil {
+		return nil, err
+	}
 	return json.Marshal(map[string]any{
 		"paths":      paths,
-		"components": map[string]any{"schemas": reg.Map()},
-		"webhooks":   hooks,
+		"components": map[string]any{"schemas": schemas},
+		"webhooks":   inlineRefs(inlined, schemas, 0),
 	})
+}
+
+// roundTrip turns v into plain JSON values (maps, slices), as the document is merged.
+func roundTrip(v any) (map[string]any, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	return out, json.Unmarshal(raw, &out)
+}
+
+// inlineRefs replaces each "#/components/schemas/X" reference in v by a copy of schema X; depth
+// bounds a schema that contains itself, which then keeps its reference.
+func inlineRefs(v any, schemas map[string]any, depth int) map[string]any {
+	out, _ := inlineValue(v, schemas, depth).(map[string]any)
+	return out
+}
+
+func inlineValue(v any, schemas map[string]any, depth int) any {
+	switch v := v.(type) {
+	case map[string]any:
+		if ref, ok := v["$ref"].(string); ok && len(v) == 1 && depth < 8 {
+			if target, ok := schemas[strings.TrimPrefix(ref, "#/components/schemas/")]; ok && strings.HasPrefix(ref, "#/components/schemas/") {
+				return inlineValue(target, schemas, depth+1)
+			}
+		}
+		out := make(map[string]any, len(v))
+		for k, child := range v {
+			out[k] = inlineValue(child, schemas, depth)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, child := range v {
+			out[i] = inlineValue(child, schemas, depth)
+		}
+		return out
+	default:
+		return v
+	}
 }
 
 func operation(reg huma.Registry, r declaredRoute) map[string]any {

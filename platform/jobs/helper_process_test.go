@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/database/dbtest"
 )
 
 // Environment of a helper process: the test binary re-executed as a worker replica that a test can SIGKILL.
@@ -28,7 +29,7 @@ func TestHelperProcess(t *testing.T) {
 		return
 	}
 	ctx := context.Background()
-	db, err := database.Open(ctx, database.Config{URL: os.Getenv(helperDBEnv)})
+	db, err := database.Open(ctx, database.Config{URL: os.Getenv(helperDBEnv), TransactionPooling: dbtest.Pooled()})
 	if err != nil {
 		t.Fatalf("helper: %v", err)
 	}

@@ -31,11 +31,22 @@ func AdminURL() string {
 type Database struct {
 	Name string
 	URL  string
+	// TransactionPooling: URL reaches the database through PgBouncer in transaction mode.
+	TransactionPooling bool
 }
 
 // Create makes a new database, applies the platform's migrations and then the sets it is given
 // (a module's Migrations(), or migrations.Sets for the shipped modules), and drops it when the test ends.
+// With PgBouncerEnv set, its URL goes through PgBouncer (CreateThroughPgBouncer).
 func Create(t testing.TB, sets ...database.MigrationSet) *Database {
+	t.Helper()
+	if Pooled() {
+		return CreateThroughPgBouncer(t, sets...)
+	}
+	return createDirect(t, sets...)
+}
+
+func createDirect(t testing.TB, sets ...database.MigrationSet) *Database {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -79,7 +90,7 @@ func (d *Database) OpenTraced(t testing.TB, tracer pgx.QueryTracer) *database.DB
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, err := database.Open(ctx, database.Config{URL: d.URL, MaxOpenConns: 20, Tracer: tracer})
+	db, err := database.Open(ctx, database.Config{URL: d.URL, MaxOpenConns: 20, Tracer: tracer, TransactionPooling: d.TransactionPooling})
 	if err != nil {
 		t.Fatalf("dbtest: open %s: %v", d.Name, err)
 	}

@@ -153,13 +153,14 @@ func tenants(ctx context.Context, cfg Config, args []string, stdout io.Writer) e
 		fmt.Fprintln(stdout, string(b))
 		return nil
 	}
+	name := args[len(args)-1] // the tenant of create, disable and enable (checked above: two arguments)
 	switch args[0] {
 	case "create":
-		return show(store.CreateTenant(ctx, args[1]))
+		return show(store.CreateTenant(ctx, name))
 	case "disable":
-		return show(store.SetTenantDisabled(ctx, args[1], true))
+		return show(store.SetTenantDisabled(ctx, name, true))
 	case "enable":
-		return show(store.SetTenantDisabled(ctx, args[1], false))
+		return show(store.SetTenantDisabled(ctx, name, false))
 	case "list":
 		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "ID\tNAME\tCREATED\tDISABLED")

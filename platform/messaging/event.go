@@ -1,4 +1,5 @@
-// Package messaging defines the integration-event envelope, the AMQP topology and the consumers.
+// Package messaging defines the integration-event envelope, the AMQP topology and the consumers, and
+// runs an outbox relay's forwarders (messaging.Relay, implemented by platform/outbox) beside them.
 package messaging
 
 import (

@@ -19,7 +19,7 @@ func (e connPoolExecutor) ExecContext(ctx context.Context, query string, args ..
 }
 
 func (e connPoolExecutor) QueryContext(ctx context.Context, query string, args ...any) (wmsql.Rows, error) {
-	return e.pool.QueryContext(ctx, query, args...)
+	return e.pool.QueryContext(ctx, query, args...) //nolint:rowserrcheck // watermill-sql reads the rows and checks Err
 }
 
 // txExecutor refuses a handle that is not a transaction: through a pool the row would autocommit.

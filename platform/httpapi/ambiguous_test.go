@@ -119,3 +119,13 @@ func TestAMalformedCursorIs400NamingTheCursor(t *testing.T) {
 	r := srv.do(t, http.MethodGet, "/api/v1/items?cursor="+good, token, nil, nil)
 	assert.Equal(t, http.StatusOK, r.status, string(r.body))
 }
+
+func TestACursorThatIsABareIDRoundTrips(t *testing.T) {
+	id := uuid.New()
+	var after uuid.UUID
+	require.NoError(t, httpapi.DecodeCursor(httpapi.EncodeCursor(id), &after))
+	assert.Equal(t, id, after)
+	for _, bad := range []string{`null`, `"nope"`, `{"id":"` + id.String() + `"}`} {
+		assert.Error(t, httpapi.DecodeCursor(base64.RawURLEncoding.EncodeToString([]byte(bad)), &after), bad)
+	}
+}

@@ -58,9 +58,9 @@ func DecodeCursor(s string, v any) error {
 	if err != nil {
 		return InvalidQuery("cursor", "is not a valid cursor")
 	}
-	// A cursor is an object of the shape EncodeCursor made: trailing data, null, a key twice or in
-	// another case, or a value the database cannot hold is not one of ours.
-	if len(b) == 0 || b[0] != '{' || CheckJSON(b) != nil || checkFieldNames(b, reflect.TypeOf(v), "") != nil {
+	// A cursor is a value of the shape EncodeCursor made (an object, or a bare id): trailing data,
+	// null, a key twice or in another case, or a value the database cannot hold is not one of ours.
+	if len(b) == 0 || bytes.Equal(b, []byte("null")) || CheckJSON(b) != nil || checkFieldNames(b, reflect.TypeOf(v), "") != nil {
 		return InvalidQuery("cursor", "is not a valid cursor")
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))

@@ -418,12 +418,14 @@ type SubscriptionResponse struct {
 	LastFailureAt       *time.Time        `json:"last_failure_at"`
 	LastSuccessAt       *time.Time        `json:"last_success_at"`
 	RateLimit           *float64          `json:"rate_limit"`
-	Secret              *string           `json:"secret,omitempty"`
-	Status              string            `json:"status"`
-	UpdatedAt           time.Time         `json:"updated_at"`
-	Url                 string            `json:"url"`
-	Version             string            `json:"version"`
-	Warnings            *[]string         `json:"warnings,omitempty"`
+
+	// Secret shown by create and rotate only; a replay under the same Idempotency-Key leaves it out (Idempotent-Redacted: secret)
+	Secret    *string   `json:"secret,omitempty"`
+	Status    string    `json:"status"`
+	UpdatedAt time.Time `json:"updated_at"`
+	Url       string    `json:"url"`
+	Version   string    `json:"version"`
+	Warnings  *[]string `json:"warnings,omitempty"`
 }
 
 // SubscriptionStats defines model for SubscriptionStats.
@@ -462,7 +464,7 @@ type TokenResponse struct {
 	Scopes     *[]string  `json:"scopes"`
 	TenantId   string     `json:"tenant_id"`
 
-	// Token kt_<id>_<secret>: shown only in the answer to create
+	// Token kt_<id>_<secret>: shown only in the answer to create; a replay under the same Idempotency-Key leaves it out (Idempotent-Redacted: token)
 	Token *string `json:"token,omitempty"`
 }
 

@@ -7,35 +7,12 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/keelson/keelson/modules/webhooks"
 )
 
-type subscription struct {
-	ID                  string     `json:"id"`
-	URL                 string     `json:"url"`
-	EventTypes          []string   `json:"event_types"`
-	Description         string     `json:"description"`
-	Enabled             bool       `json:"enabled"`
-	Status              string     `json:"status"` // active | paused | disabled, once the API says
-	DisabledReason      string     `json:"disabled_reason"`
-	LastSuccessAt       *time.Time `json:"last_success_at"`
-	LastFailureAt       *time.Time `json:"last_failure_at"`
-	ConsecutiveFailures *int       `json:"consecutive_failures"`
-	Secret              string     `json:"secret"`
-	CreatedAt           time.Time  `json:"created_at"`
-	UpdatedAt           time.Time  `json:"updated_at"`
-	Version             string     `json:"version"`
-}
-
-// State is the subscription's status, derived from enabled where the API has no status yet.
-func (s subscription) State() string {
-	if s.Status != "" {
-		return s.Status
-	}
-	if s.Enabled {
-		return "active"
-	}
-	return "disabled"
-}
+type subscription = webhooks.SubscriptionResponse
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
@@ -53,7 +30,7 @@ type endpointsData struct {
 const endpointsPerPage = 20
 
 func (c *Console) endpoints(g *gin.Context, s session) error {
-	subs, next, err := listPage[subscription](c.api, g, s.Token, "/webhooks/subscriptions", endpointsPerPage, "/endpoints")
+	subs, next, err := listPage[subscription](c.api, g, s.Token, call{op: webhooks.OpListSubscriptions}, endpointsPerPage, "/endpoints")
 	if err != nil {
 		return err
 	}
@@ -90,9 +67,8 @@ func (c *Console) endpoint(g *gin.Context, s session) error {
 }
 
 func (c *Console) showEndpoint(g *gin.Context, s session, status int, newSecret string) error {
-	id := escapePath(g.Param("id"))
 	var sub subscription
-	if err := c.api.do(g.Request, s.Token, call{method: http.MethodGet, path: "/webhooks/subscriptions/" + id}, &sub); err != nil {
+	if err := c.api.do(g.Request, s.Token, call{op: webhooks.OpGetSubscription, params: []string{g.Param("id")}}, &sub); err != nil {
 		return err
 	}
 	now := time.Now()
@@ -101,19 +77,19 @@ func (c *Console) showEndpoint(g *gin.Context, s session, status int, newSecret 
 		return err
 	}
 	var recent list[delivery]
-	if err := c.api.do(g.Request, s.Token, call{method: http.MethodGet, path: "/webhooks/deliveries",
-		query: url.Values{"subscription_id": {sub.ID}, "limit": {"10"}}}, &recent); err != nil {
+	if err := c.api.do(g.Request, s.Token, call{op: webhooks.OpListDeliveries,
+		query: url.Values{"subscription_id": {sub.ID.String()}, "limit": {"10"}}}, &recent); err != nil {
 		return err
 	}
-	state := sub.State()
+	state := sub.Status
 	data := endpointData{S: sub, Health: h, Recent: recent.Items, NewSecret: newSecret,
 		RecoverMin: now.Add(-24 * time.Hour).UTC().Format(timeInput),
 		Can: actions{
-			Pause:   state == "active" && c.api.may(&s, http.MethodPost, "/webhooks/subscriptions/:/pause"),
-			Resume:  state != "active" && c.api.may(&s, http.MethodPost, "/webhooks/subscriptions/:/resume"),
-			Test:    c.api.may(&s, http.MethodPost, "/webhooks/subscriptions/:/test"),
-			Rotate:  c.api.may(&s, http.MethodPost, "/webhooks/subscriptions/:/rotate-secret"),
-			Recover: c.api.may(&s, http.MethodPost, "/webhooks/subscriptions/:/recover"),
+			Pause:   state == webhooks.StatusActive && c.api.may(&s, webhooks.OpPauseSubscription),
+			Resume:  state != webhooks.StatusActive && c.api.may(&s, webhooks.OpResumeSubscription),
+			Test:    c.api.may(&s, webhooks.OpSendTest),
+			Rotate:  c.api.may(&s, webhooks.OpRotateSecret),
+			Recover: c.api.may(&s, webhooks.OpRecoverSubscription),
 		}}
 	c.render(g, status, "endpoint", page{Title: "Endpoint " + sub.URL, Section: "endpoints", Session: &s, Data: data})
 	return nil
@@ -122,12 +98,16 @@ func (c *Console) showEndpoint(g *gin.Context, s session, status int, newSecret 
 // endpointAction runs one of the endpoint's API actions with the version the page showed.
 func (c *Console) endpointAction(g *gin.Context, s session) error {
 	id := escapePath(g.Param("id"))
-	path := "/webhooks/subscriptions/" + id
+	params := []string{g.Param("id")}
 	action := g.Param("action")
 	version := g.PostForm("version")
 	switch action {
 	case "pause", "resume":
-		err := c.api.do(g.Request, s.Token, call{method: http.MethodPost, path: path + "/" + action, body: struct{}{}, ifMatch: version}, nil)
+		op := webhooks.OpPauseSubscription
+		if action == "resume" {
+			op = webhooks.OpResumeSubscription
+		}
+		err := c.api.do(g.Request, s.Token, call{op: op, params: params, body: struct{}{}, ifMatch: version}, nil)
 		if conflicted(err) {
 			return back(g, "/endpoints/"+id, "error", "conflict")
 		}
@@ -137,16 +117,16 @@ func (c *Console) endpointAction(g *gin.Context, s session) error {
 		return back(g, "/endpoints/"+id, "notice", action+"d")
 	case "test":
 		var d delivery
-		if err := c.api.do(g.Request, s.Token, call{method: http.MethodPost, path: path + "/test", body: struct{}{}, idempotencyKey: formKey(g)}, &d); err != nil {
+		if err := c.api.do(g.Request, s.Token, call{op: webhooks.OpSendTest, params: params, body: struct{}{}, idempotencyKey: formKey(g)}, &d); err != nil {
 			return err
 		}
-		if d.ID != "" {
-			return back(g, "/deliveries/"+escapePath(d.ID), "notice", "tested")
+		if d.ID != uuid.Nil {
+			return back(g, "/deliveries/"+d.ID.String(), "notice", "tested")
 		}
 		return back(g, "/endpoints/"+id, "notice", "tested")
 	case "rotate-secret":
 		var sub subscription
-		err := c.api.do(g.Request, s.Token, call{method: http.MethodPost, path: path + "/rotate-secret", body: struct{}{}, ifMatch: version}, &sub)
+		err := c.api.do(g.Request, s.Token, call{op: webhooks.OpRotateSecret, params: params, body: struct{}{}, ifMatch: version}, &sub)
 		if conflicted(err) {
 			return back(g, "/endpoints/"+id, "error", "conflict")
 		}
@@ -160,7 +140,7 @@ func (c *Console) endpointAction(g *gin.Context, s session) error {
 		if err != nil {
 			return &apiError{Status: http.StatusUnprocessableEntity, Detail: "Since must be a date and time like 2026-12-01T14:30."}
 		}
-		err = c.api.do(g.Request, s.Token, call{method: http.MethodPost, path: path + "/recover",
+		err = c.api.do(g.Request, s.Token, call{op: webhooks.OpRecoverSubscription, params: params,
 			body: map[string]string{"since": since.UTC().Format(time.RFC3339)}, idempotencyKey: formKey(g)}, nil)
 		if err != nil {
 			return err

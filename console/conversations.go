@@ -1,44 +1,23 @@
 package console
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/keelson/keelson/modules/conversations"
+	"github.com/keelson/keelson/modules/proposals"
+	"github.com/keelson/keelson/modules/webhooks"
 )
 
-type conversation struct {
-	ID        string    `json:"id"`
-	Title     string    `json:"title"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-	Version   string    `json:"version"`
-}
-
-type message struct {
-	ID        string    `json:"id"`
-	Role      string    `json:"role"`
-	Content   string    `json:"content"`
-	CreatedAt time.Time `json:"created_at"`
-}
-
-type proposal struct {
-	ID             string `json:"id"`
-	ConversationID string `json:"conversation_id"`
-	Action         struct {
-		Type   string          `json:"type"`
-		Params json.RawMessage `json:"params"`
-	} `json:"action"`
-	Rationale string    `json:"rationale"`
-	Status    string    `json:"status"`
-	Reason    string    `json:"reason"`
-	Error     string    `json:"error"`
-	CreatedAt time.Time `json:"created_at"`
-	Version   string    `json:"version"`
-}
+// The modules' own shapes.
+type (
+	conversation = conversations.ConversationResponse
+	message      = conversations.MessageResponse
+	proposal     = proposals.ProposalResponse
+)
 
 type conversationsData struct {
 	Items []conversation
@@ -46,7 +25,7 @@ type conversationsData struct {
 }
 
 func (c *Console) conversations(g *gin.Context, s session) error {
-	items, next, err := listPage[conversation](c.api, g, s.Token, "/conversations", 50, "/conversations")
+	items, next, err := listPage[conversation](c.api, g, s.Token, call{op: conversations.OpListConversations}, 50, "/conversations")
 	if err != nil {
 		return err
 	}
@@ -61,11 +40,11 @@ func (c *Console) createConversation(g *gin.Context, s session) error {
 		return back(g, "/conversations", "error", "empty")
 	}
 	var conv conversation
-	if err := c.api.do(g.Request, s.Token, call{method: http.MethodPost, path: "/conversations",
-		body: map[string]string{"title": title}, idempotencyKey: formKey(g)}, &conv); err != nil {
+	if err := c.api.do(g.Request, s.Token, call{op: conversations.OpCreateConversation,
+		body: conversations.TitleRequest{Title: &title}, idempotencyKey: formKey(g)}, &conv); err != nil {
 		return err
 	}
-	return back(g, "/conversations/"+escapePath(conv.ID), "notice", "created")
+	return back(g, "/conversations/"+conv.ID.String(), "notice", "created")
 }
 
 type conversationData struct {
@@ -82,18 +61,18 @@ const messagesPerPage = 100
 func (c *Console) conversation(g *gin.Context, s session) error {
 	id := escapePath(g.Param("id"))
 	var conv conversation
-	if err := c.api.do(g.Request, s.Token, call{method: http.MethodGet, path: "/conversations/" + id}, &conv); err != nil {
+	if err := c.api.do(g.Request, s.Token, call{op: conversations.OpGetConversation, params: []string{g.Param("id")}}, &conv); err != nil {
 		return err
 	}
-	msgs, more, err := listPage[message](c.api, g, s.Token, "/conversations/"+id+"/messages", messagesPerPage, "/conversations/"+id)
+	msgs, more, err := listPage[message](c.api, g, s.Token, call{op: conversations.OpListMessages, params: []string{g.Param("id")}}, messagesPerPage, "/conversations/"+id)
 	if err != nil {
 		return err
 	}
 	data := conversationData{C: conv, Messages: msgs, More: more,
-		CanDecide: c.api.may(&s, http.MethodPost, "/assistant/proposals/:/accept")}
+		CanDecide: c.api.may(&s, proposals.OpAcceptProposal)}
 	var props list[proposal]
-	err = c.api.do(g.Request, s.Token, call{method: http.MethodGet, path: "/assistant/proposals",
-		query: url.Values{"conversation_id": {conv.ID}, "limit": {"50"}}}, &props)
+	err = c.api.do(g.Request, s.Token, call{op: proposals.OpListProposals,
+		query: url.Values{"conversation_id": {conv.ID.String()}, "limit": {"50"}}}, &props)
 	// A token that may read conversations but not proposals still sees the conversation.
 	if err != nil && statusOf(err) != http.StatusForbidden {
 		return err
@@ -115,8 +94,8 @@ func (c *Console) postMessage(g *gin.Context, s session) error {
 	if content == "" {
 		return back(g, "/conversations/"+id, "error", "empty")
 	}
-	if err := c.api.do(g.Request, s.Token, call{method: http.MethodPost, path: "/conversations/" + id + "/messages",
-		body: map[string]string{"content": content}, idempotencyKey: formKey(g)}, nil); err != nil {
+	if err := c.api.do(g.Request, s.Token, call{op: conversations.OpPostMessage, params: []string{g.Param("id")},
+		body: conversations.MessageRequest{Content: &content}, idempotencyKey: formKey(g)}, nil); err != nil {
 		return err
 	}
 	return back(g, "/conversations/"+id, "notice", "posted")
@@ -125,14 +104,15 @@ func (c *Console) postMessage(g *gin.Context, s session) error {
 // decide accepts or rejects the version of the proposal the page showed; whoever decided first
 // wins, and the other sees "already decided".
 func (c *Console) decide(g *gin.Context, s session) error {
-	id := escapePath(g.Param("id"))
 	decision := g.Param("decision")
 	var body any = struct{}{}
+	op := proposals.OpAcceptProposal
 	switch decision {
 	case "accept":
 	case "reject":
+		op = proposals.OpRejectProposal
 		if reason := strings.TrimSpace(g.PostForm("reason")); reason != "" {
-			body = map[string]string{"reason": reason}
+			body = proposals.RejectRequest{Reason: reason}
 		}
 	default:
 		return &apiError{Status: http.StatusNotFound}
@@ -141,7 +121,7 @@ func (c *Console) decide(g *gin.Context, s session) error {
 	if conv := g.PostForm("conversation_id"); conv != "" {
 		backTo += "/" + escapePath(conv)
 	}
-	err := c.api.do(g.Request, s.Token, call{method: http.MethodPost, path: "/assistant/proposals/" + id + "/" + decision,
+	err := c.api.do(g.Request, s.Token, call{op: op, params: []string{g.Param("id")},
 		body: body, ifMatch: g.PostForm("version")}, nil)
 	if conflicted(err) {
 		return back(g, backTo, "error", "decided")
@@ -152,22 +132,7 @@ func (c *Console) decide(g *gin.Context, s session) error {
 	return back(g, backTo, "notice", decision+"ed")
 }
 
-type eventType struct {
-	Name        string          `json:"name"`
-	Type        string          `json:"type"`
-	Description string          `json:"description"`
-	Owner       string          `json:"owner"`
-	Schema      json.RawMessage `json:"schema"`
-	Example     json.RawMessage `json:"example"`
-}
-
-// Title is the event type's name under whichever key the API gives it.
-func (e eventType) Title() string {
-	if e.Name != "" {
-		return e.Name
-	}
-	return e.Type
-}
+type eventType = webhooks.EventTypeResponse
 
 type eventTypesData struct {
 	Items []eventType
@@ -175,10 +140,10 @@ type eventTypesData struct {
 }
 
 func (c *Console) eventTypes(g *gin.Context, s session) error {
-	if !c.api.may(&s, http.MethodGet, "/webhooks/event-types") {
+	if !c.api.may(&s, webhooks.OpListEventTypes) {
 		return &apiError{Status: http.StatusNotFound}
 	}
-	items, next, err := listPage[eventType](c.api, g, s.Token, "/webhooks/event-types", 200, "/event-types")
+	items, next, err := listPage[eventType](c.api, g, s.Token, call{op: webhooks.OpListEventTypes}, 200, "/event-types")
 	if err != nil {
 		return err
 	}

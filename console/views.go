@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/keelson/keelson/modules/webhooks"
 )
 
 //go:embed templates
@@ -62,7 +64,8 @@ var funcs = template.FuncMap{
 		return "—"
 	},
 	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"short": func(id string) string {
+	"short": func(v any) string {
+		id := fmt.Sprint(v)
 		if len(id) > 8 {
 			return id[:8]
 		}
@@ -98,7 +101,18 @@ var funcs = template.FuncMap{
 
 // pretty indents JSON for reading and undoes the \u003c, \u003e and \u0026 escapes Go's encoder adds:
 // the template escapes the text for HTML, and the reader sees the characters the JSON means.
-func pretty(raw json.RawMessage) string {
+func pretty(v any) string {
+	var raw []byte
+	switch x := v.(type) {
+	case json.RawMessage:
+		raw = x
+	case []byte:
+		raw = x
+	case string:
+		raw = []byte(x)
+	default:
+		raw, _ = json.Marshal(x)
+	}
 	var buf bytes.Buffer
 	if len(raw) == 0 || json.Indent(&buf, raw, "", "  ") != nil {
 		return string(raw)
@@ -172,7 +186,7 @@ func (c *Console) render(g *gin.Context, status int, name string, p page) {
 	if signedIn == nil {
 		signedIn = &session{}
 	}
-	p.Catalog = c.api.may(signedIn, http.MethodGet, "/webhooks/event-types")
+	p.Catalog = c.api.may(signedIn, webhooks.OpListEventTypes)
 	if p.Notice == "" {
 		p.Notice = notices[g.Query("notice")]
 	}

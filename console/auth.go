@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/keelson/keelson/modules/webhooks"
 )
 
 type signInData struct {
@@ -54,7 +56,7 @@ func (c *Console) signIn(g *gin.Context) {
 		return
 	}
 	// Any answer but 401 means the API knows the token; what it may do is the API's to say page by page.
-	err := c.api.do(g.Request, token, call{method: http.MethodGet, path: "/webhooks/subscriptions",
+	err := c.api.do(g.Request, token, call{op: webhooks.OpListSubscriptions,
 		query: url.Values{"limit": {"1"}}}, nil)
 	if statusOf(err) == http.StatusUnauthorized {
 		c.showSignIn(g, http.StatusUnauthorized, "This token is not accepted.")

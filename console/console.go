@@ -19,7 +19,8 @@ import (
 
 	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/correlation"
-	"github.com/keelson/keelson/platform/httpapi"
+	"github.com/keelson/keelson/platform/database"
+	"github.com/keelson/keelson/platform/host"
 	"github.com/keelson/keelson/platform/jobs"
 )
 
@@ -42,23 +43,15 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 //go:embed static
 var staticFiles embed.FS
 
-// Options are what the console needs from its replica.
+// Options are the console's own settings; the rest comes from the replica it is mounted on.
 type Options struct {
-	// Engine is the replica's gin engine: the console mounts its pages on it and calls its /api/v1.
-	Engine *gin.Engine
-	// DB holds the sessions (table console_sessions, a platform migration).
-	DB     *sql.DB
-	Logger *slog.Logger
 	// SessionTTL is how long a sign-in lasts; zero means DefaultSessionTTL.
 	SessionTTL time.Duration
-	// API and Auth, when set, let pages offer only the actions the signed-in token's scopes allow;
-	// the API refuses the others (403) either way.
-	API  *httpapi.API
-	Auth *auth.Authenticator
 }
 
-// Console is the mounted console.
+// Console is the web console, served by a replica as its host.Pages.
 type Console struct {
+	opts     Options
 	api      *api
 	auth     *auth.Authenticator
 	sessions *sessionStore
@@ -66,33 +59,42 @@ type Console struct {
 	logger   *slog.Logger
 }
 
-// Mount adds the console's routes under /console to opts.Engine. Mount it after the modules' routes.
-func Mount(opts Options) (*Console, error) {
-	if opts.Engine == nil || opts.DB == nil || opts.Logger == nil {
-		return nil, errors.New("console: Engine, DB and Logger are required")
+var _ host.Pages = (*Console)(nil)
+
+// New returns the console; the replica mounts it through host.Options.Pages.
+func New(opts Options) *Console {
+	if opts.SessionTTL <= 0 {
+		opts.SessionTTL = DefaultSessionTTL
 	}
-	ttl := opts.SessionTTL
-	if ttl <= 0 {
-		ttl = DefaultSessionTTL
+	return &Console{opts: opts}
+}
+
+// Schedules prunes expired sessions.
+func (c *Console) Schedules(db *database.DB) []jobs.Schedule {
+	return []jobs.Schedule{PruneSessions(db.SQL())}
+}
+
+// Mount adds the console's routes under /console to the replica's engine, after the modules' routes.
+func (c *Console) Mount(env host.PageEnv) error {
+	if env.Engine == nil || env.DB == nil || env.Logger == nil {
+		return errors.New("console: Engine, DB and Logger are required")
 	}
 	v, err := loadViews()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	c := &Console{
-		api:      &api{engine: opts.Engine, declared: opts.API},
-		auth:     opts.Auth,
-		sessions: &sessionStore{db: opts.DB, ttl: ttl},
-		views:    v,
-		logger:   opts.Logger.With("component", "console"),
-	}
+	c.api = &api{engine: env.Engine, declared: env.API}
+	c.auth = env.Auth
+	c.sessions = &sessionStore{db: env.DB.SQL(), ttl: c.opts.SessionTTL}
+	c.views = v
+	c.logger = env.Logger.With("component", "console")
 	static, err := fs.Sub(staticFiles, "static")
 	if err != nil {
-		return nil, err
+		return err
 	}
-
-	opts.Engine.GET(Prefix, func(g *gin.Context) { g.Redirect(http.StatusFound, Prefix+"/") })
-	root := opts.Engine.Group(Prefix, securityHeaders)
+	engine := env.Engine
+	engine.GET(Prefix, func(g *gin.Context) { g.Redirect(http.StatusFound, Prefix+"/") })
+	root := engine.Group(Prefix, securityHeaders)
 	root.StaticFS("/static", http.FS(static))
 	root.GET("/", func(g *gin.Context) { g.Redirect(http.StatusFound, Prefix+"/endpoints") })
 	root.GET("/sign-in", c.signInPage)
@@ -112,7 +114,7 @@ func Mount(opts Options) (*Console, error) {
 	in.GET("/conversations/:id", c.handle(c.conversation))
 	in.POST("/conversations/:id/messages", c.handle(c.postMessage))
 	in.POST("/proposals/:id/:decision", c.handle(c.decide))
-	return c, nil
+	return nil
 }
 
 // PruneSessions deletes expired sessions; expired ones are refused anyway, this only keeps the table small.

@@ -23,16 +23,16 @@ import (
 // once, by the API.
 type api struct {
 	engine   *gin.Engine
-	declared *httpapi.API // the scope each declared route needs; nil: unknown
+	declared *httpapi.API // the routes the modules declared, with their operation ids and scopes
 
 	routesOnce sync.Once
-	routes     map[string]bool // "POST /api/v1/webhooks/subscriptions/:/pause"
+	routes     map[string]httpapi.Route // by operation id
 }
 
-// call is one request to the API.
+// call is one request to the API, naming the route by the operation id its module declared.
 type call struct {
-	method  string
-	path    string // below /api/v1, e.g. "/webhooks/deliveries"
+	op      string   // e.g. webhooks.OpListDeliveries
+	params  []string // the route's path parameters, in order
 	query   url.Values
 	body    any
 	ifMatch string // a version; sent as a strong ETag
@@ -68,8 +68,51 @@ func statusOf(err error) int {
 	return 0
 }
 
+// route is the declared route of operation id op.
+func (a *api) route(op string) (httpapi.Route, bool) {
+	a.routesOnce.Do(func() {
+		a.routes = map[string]httpapi.Route{}
+		for _, rt := range a.declared.Routes() {
+			a.routes[rt.ID] = rt
+		}
+	})
+	rt, ok := a.routes[op]
+	return rt, ok
+}
+
+// target fills the route's path parameters, each kept inside its own segment.
+func target(path string, params []string) (string, error) {
+	var b strings.Builder
+	for {
+		open := strings.IndexByte(path, '{')
+		if open < 0 {
+			b.WriteString(path)
+			break
+		}
+		end := strings.IndexByte(path[open:], '}')
+		if end < 0 || len(params) == 0 {
+			return "", fmt.Errorf("console: route %s needs more parameters", path)
+		}
+		b.WriteString(path[:open])
+		b.WriteString(escapePath(params[0]))
+		params, path = params[1:], path[open+end+1:]
+	}
+	if len(params) > 0 {
+		return "", fmt.Errorf("console: too many parameters for %s", path)
+	}
+	return b.String(), nil
+}
+
 // do runs c for the request r of the console and decodes a 2xx JSON answer into out (nil = ignore it).
 func (a *api) do(r *http.Request, token string, c call, out any) error {
+	rt, ok := a.route(c.op)
+	if !ok {
+		return &apiError{Status: http.StatusNotFound, Detail: "this replica's API has no " + c.op}
+	}
+	path, err := target(rt.Path, c.params)
+	if err != nil {
+		return err
+	}
 	var body io.Reader
 	if c.body != nil {
 		raw, err := json.Marshal(c.body)
@@ -78,11 +121,10 @@ func (a *api) do(r *http.Request, token string, c call, out any) error {
 		}
 		body = bytes.NewReader(raw)
 	}
-	target := httpapi.APIPrefix + c.path
 	if len(c.query) > 0 {
-		target += "?" + c.query.Encode()
+		path += "?" + c.query.Encode()
 	}
-	req, err := http.NewRequestWithContext(r.Context(), c.method, target, body)
+	req, err := http.NewRequestWithContext(r.Context(), rt.Method, path, body)
 	if err != nil {
 		return err
 	}
@@ -113,7 +155,7 @@ func (a *api) do(r *http.Request, token string, c call, out any) error {
 		return nil
 	}
 	if err := json.Unmarshal(rec.body.Bytes(), out); err != nil {
-		return fmt.Errorf("console: decode %s %s: %w", c.method, c.path, err)
+		return fmt.Errorf("console: decode %s: %w", c.op, err)
 	}
 	return nil
 }
@@ -123,13 +165,13 @@ var saneFormKey = regexp.MustCompile(`^[A-Za-z0-9_-]{16,64}$`)
 // listPage fetches one page of the API list at path, from the ?cursor the console page was given;
 // next is the console address of the page after it (the console page at, with that page's cursor),
 // "" on the last.
-func listPage[T any](a *api, g *gin.Context, token, path string, limit int, at string) (items []T, next string, err error) {
-	q := url.Values{"limit": {itoa(limit)}}
+func listPage[T any](a *api, g *gin.Context, token string, c call, limit int, at string) (items []T, next string, err error) {
+	c.query = url.Values{"limit": {itoa(limit)}}
 	if cur := g.Query("cursor"); cur != "" {
-		q.Set("cursor", cur)
+		c.query.Set("cursor", cur)
 	}
 	var l list[T]
-	if err := a.do(g.Request, token, call{method: http.MethodGet, path: path, query: q}, &l); err != nil {
+	if err := a.do(g.Request, token, c, &l); err != nil {
 		return nil, "", err
 	}
 	if l.NextCursor != nil {
@@ -146,19 +188,11 @@ func formKey(g *gin.Context) string {
 	return ""
 }
 
-// may reports whether the API serves method on path (parameters written as ":") and the session's
-// token has the scope it needs, so the console offers an action only where it can work.
-func (a *api) may(s *session, method, path string) bool {
-	a.routesOnce.Do(func() {
-		a.routes = map[string]bool{}
-		for _, rt := range a.engine.Routes() {
-			a.routes[rt.Method+" "+httpapi.RoutePattern(rt.Path)] = true
-		}
-	})
-	if !a.routes[method+" "+httpapi.APIPrefix+path] {
-		return false
-	}
-	return a.declared == nil || s.allows(a.declared.ScopeOf(method, httpapi.APIPrefix+path))
+// may reports whether the API has the route of operation op and the session's token has the scope it
+// declares, so the console offers an action only where it can work.
+func (a *api) may(s *session, op string) bool {
+	rt, ok := a.route(op)
+	return ok && s.allows(rt.Scope)
 }
 
 // recorder keeps an in-process answer of the API.
@@ -185,3 +219,6 @@ func (r *recorder) Write(b []byte) (int, error) {
 
 // escapePath keeps a value from the page inside its own path segment.
 func escapePath(s string) string { return url.PathEscape(strings.TrimSpace(s)) }
+
+// list is a page of any of the API's lists.
+type list[T any] = httpapi.List[T]

@@ -13,11 +13,13 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/keelson/keelson/console"
 	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/modules/conversations"
 	"github.com/keelson/keelson/modules/proposals"
 	"github.com/keelson/keelson/modules/webhooks"
 	"github.com/keelson/keelson/platform/database/dbtest"
+	"github.com/keelson/keelson/platform/host"
 	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/module"
 )
@@ -52,7 +54,7 @@ func startCluster(t *testing.T) *cluster {
 	db := dbtest.Create(t, migrations.Sets("webhooks", "conversations", "proposals")...)
 	bus := hosttest.Broker()
 	start := func() *hosttest.Replica {
-		return hosttest.Start(t, db.Open(t), hosttest.Options{Messaging: bus, Background: true, Console: true}, testModules(t)...)
+		return hosttest.Start(t, db.Open(t), hosttest.Options{Messaging: bus, Background: true, Pages: []host.Pages{console.New(console.Options{})}}, testModules(t)...)
 	}
 	return &cluster{db: db, a: start(), b: start()}
 }

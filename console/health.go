@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/keelson/keelson/modules/webhooks"
 )
 
 // health is what the endpoints pages show of a subscription's last 24 hours: from the API's stats
@@ -23,16 +25,7 @@ type health struct {
 	Chart             template.HTML
 }
 
-// stats is the API's GET /webhooks/subscriptions/{id}/stats, where it exists.
-type stats struct {
-	DueBacklog int `json:"due_backlog"`
-	Pending    int `json:"pending"`
-	Windows    []struct {
-		Window    string `json:"window"`
-		Succeeded int    `json:"succeeded"`
-		Failed    int    `json:"failed"`
-	} `json:"windows"`
-}
+type stats = webhooks.SubscriptionStats
 
 // Finished is how many attempts or deliveries ended, either way.
 func (h health) Finished() int { return h.Succeeded + h.Failed }
@@ -63,12 +56,12 @@ func (c *Console) health(r *http.Request, s *session, sub subscription, now time
 	cursor := ""
 	h.Partial = true
 	for range pages {
-		q := url.Values{"subscription_id": {sub.ID}, "limit": {itoa(healthPageSize)}}
+		q := url.Values{"subscription_id": {sub.ID.String()}, "limit": {itoa(healthPageSize)}}
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
 		var l list[delivery]
-		if err := c.api.do(r, token, call{method: http.MethodGet, path: "/webhooks/deliveries", query: q}, &l); err != nil {
+		if err := c.api.do(r, token, call{op: webhooks.OpListDeliveries, query: q}, &l); err != nil {
 			return h, err
 		}
 		done := l.NextCursor == nil
@@ -103,9 +96,9 @@ func (c *Console) health(r *http.Request, s *session, sub subscription, now time
 		h.LastFailureAt = &h.LastFailure.UpdatedAt
 	}
 
-	if c.api.may(s, http.MethodGet, "/webhooks/subscriptions/:/stats") {
+	if c.api.may(s, webhooks.OpSubscriptionStats) {
 		var st stats
-		if err := c.api.do(r, token, call{method: http.MethodGet, path: "/webhooks/subscriptions/" + escapePath(sub.ID) + "/stats"}, &st); err != nil {
+		if err := c.api.do(r, token, call{op: webhooks.OpSubscriptionStats, params: []string{sub.ID.String()}}, &st); err != nil {
 			return h, err
 		}
 		for _, w := range st.Windows {
@@ -124,12 +117,12 @@ func (c *Console) health(r *http.Request, s *session, sub subscription, now time
 			h.BacklogMore = true
 			break
 		}
-		q := url.Values{"subscription_id": {sub.ID}, "status": {"pending"}, "limit": {itoa(healthPageSize)}}
+		q := url.Values{"subscription_id": {sub.ID.String()}, "status": {"pending"}, "limit": {itoa(healthPageSize)}}
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
 		var l list[delivery]
-		if err := c.api.do(r, token, call{method: http.MethodGet, path: "/webhooks/deliveries", query: q}, &l); err != nil {
+		if err := c.api.do(r, token, call{op: webhooks.OpListDeliveries, query: q}, &l); err != nil {
 			return h, err
 		}
 		h.Backlog += len(l.Items)

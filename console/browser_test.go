@@ -24,7 +24,7 @@ type deliveryItem struct {
 	Version      string `json:"version"`
 }
 
-func subscribe(t *testing.T, r *hosttest.Replica, url, description string) created {
+func subscribe(t testing.TB, r *hosttest.Replica, url, description string) created {
 	t.Helper()
 	resp := r.Do(t, http.MethodPost, "/api/v1/webhooks/subscriptions",
 		map[string]any{"url": url, "event_types": []string{"order.*"}, "description": description})
@@ -34,7 +34,7 @@ func subscribe(t *testing.T, r *hosttest.Replica, url, description string) creat
 	return hosttest.Decode[created](t, resp)
 }
 
-func publish(t *testing.T, r *hosttest.Replica, data map[string]any) {
+func publish(t testing.TB, r *hosttest.Replica, data map[string]any) {
 	t.Helper()
 	resp := r.Do(t, http.MethodPost, "/api/v1/webhooks/events", map[string]any{"type": "order.created", "data": data})
 	if resp.Status != http.StatusAccepted {
@@ -42,7 +42,7 @@ func publish(t *testing.T, r *hosttest.Replica, data map[string]any) {
 	}
 }
 
-func deliveries(t *testing.T, r *hosttest.Replica, query string) []deliveryItem {
+func deliveries(t testing.TB, r *hosttest.Replica, query string) []deliveryItem {
 	t.Helper()
 	resp := r.Do(t, http.MethodGet, "/api/v1/webhooks/deliveries?"+query, nil)
 	if resp.Status != http.StatusOK {

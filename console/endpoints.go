@@ -26,7 +26,7 @@ type endpointsData struct {
 	Next  string
 }
 
-// endpointsPerPage keeps one page's API calls (two per endpoint) inside an issued token's default burst.
+// endpointsPerPage bounds one page; its API calls are two (the list and one overview) however many it shows.
 const endpointsPerPage = 20
 
 func (c *Console) endpoints(g *gin.Context, s session) error {
@@ -34,14 +34,13 @@ func (c *Console) endpoints(g *gin.Context, s session) error {
 	if err != nil {
 		return err
 	}
+	hs, err := c.healthOf(g.Request, &s, subs)
+	if err != nil {
+		return err
+	}
 	data := endpointsData{Next: next}
-	now := time.Now()
 	for _, sub := range subs {
-		h, err := c.health(g.Request, &s, sub, now, 1)
-		if err != nil {
-			return err
-		}
-		data.Items = append(data.Items, endpointRow{S: sub, Health: h})
+		data.Items = append(data.Items, endpointRow{S: sub, Health: hs[sub.ID]})
 	}
 	c.render(g, http.StatusOK, "endpoints", page{Title: "Endpoints", Section: "endpoints", Session: &s, Data: data})
 	return nil
@@ -72,10 +71,11 @@ func (c *Console) showEndpoint(g *gin.Context, s session, status int, newSecret 
 		return err
 	}
 	now := time.Now()
-	h, err := c.health(g.Request, &s, sub, now, healthMaxPages)
+	hs, err := c.healthOf(g.Request, &s, []subscription{sub})
 	if err != nil {
 		return err
 	}
+	h := hs[sub.ID]
 	var recent list[delivery]
 	if err := c.api.do(g.Request, s.Token, call{op: webhooks.OpListDeliveries,
 		query: url.Values{"subscription_id": {sub.ID.String()}, "limit": {"10"}}}, &recent); err != nil {

@@ -49,7 +49,7 @@ func testModules(t testing.TB) []module.Module {
 	return []module.Module{wh, conv, proposals.New()}
 }
 
-func startCluster(t *testing.T) *cluster {
+func startCluster(t testing.TB) *cluster {
 	t.Helper()
 	db := dbtest.Create(t, migrations.Sets("webhooks", "conversations", "proposals")...)
 	bus := hosttest.Broker()
@@ -66,7 +66,7 @@ type receiver struct {
 	hits   atomic.Int32
 }
 
-func newReceiver(t *testing.T, status int) *receiver {
+func newReceiver(t testing.TB, status int) *receiver {
 	t.Helper()
 	rc := &receiver{}
 	rc.status.Store(int32(status))

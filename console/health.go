@@ -8,29 +8,26 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/keelson/keelson/modules/webhooks"
 )
 
-// health is what the endpoints pages show of a subscription's last 24 hours: from the API's stats
-// when it has them (counting attempts), else from its deliveries (counting finished deliveries).
+// health is what the endpoints pages show of a subscription's last 24 hours, from the API's overview.
 type health struct {
 	Succeeded, Failed int
-	Unit              string // "attempts" or "deliveries": what Succeeded and Failed count
+	Unit              string // what Succeeded and Failed count
 	Backlog           int
-	Due               int  // of the backlog, due now; -1 when unknown
-	BacklogMore       bool // more pending than the console counts
-	Partial           bool // more deliveries in 24 h than the console reads; the figures cover the newest
-	LastFailure       *delivery
+	Due               int // of the backlog, due now
+	LastError         string
 	LastFailureAt     *time.Time
 	Chart             template.HTML
 }
 
-type stats = webhooks.SubscriptionStats
-
-// Finished is how many attempts or deliveries ended, either way.
+// Finished is how many attempts ended, either way.
 func (h health) Finished() int { return h.Succeeded + h.Failed }
 
-// Rate is the success rate of finished deliveries in percent, or -1 when none finished.
+// Rate is the success rate of finished attempts in percent, or -1 when none finished.
 func (h health) Rate() int {
 	if h.Succeeded+h.Failed == 0 {
 		return -1
@@ -38,101 +35,47 @@ func (h health) Rate() int {
 	return h.Succeeded * 100 / (h.Succeeded + h.Failed)
 }
 
-// Bounds of what the console reads per subscription for its health: pages of the API's maximum size.
-const (
-	healthPageSize = 200
-	healthMaxPages = 5
-)
-
 type hourBucket struct{ ok, failed int }
 
-// health reads the subscription's deliveries of the last 24 h through the API (newest first, at most
-// pages of them) for the hourly chart and the last failure, and its stats or pending deliveries for the figures.
-func (c *Console) health(r *http.Request, s *session, sub subscription, now time.Time, pages int) (health, error) {
-	token := s.Token
-	h := health{Unit: "deliveries", Due: -1}
-	var buckets [24]hourBucket
-	since := now.Add(-24 * time.Hour)
-	cursor := ""
-	h.Partial = true
-	for range pages {
-		q := url.Values{"subscription_id": {sub.ID.String()}, "limit": {itoa(healthPageSize)}}
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		var l list[delivery]
-		if err := c.api.do(r, token, call{op: webhooks.OpListDeliveries, query: q}, &l); err != nil {
-			return h, err
-		}
-		done := l.NextCursor == nil
-		for i := range l.Items {
-			d := &l.Items[i]
-			if d.CreatedAt.Before(since) {
-				done = true
-				break
-			}
-			if h.LastFailure == nil && d.LastError != nil && *d.LastError != "" {
-				h.LastFailure = d
-			}
-			slot := hourSlot(now, d.UpdatedAt)
-			switch d.Status {
-			case "succeeded":
-				h.Succeeded++
-				buckets[slot].ok++
-			case "failed":
-				h.Failed++
-				buckets[slot].failed++
-			}
-		}
-		if done {
-			h.Partial = false
-			break
-		}
-		cursor = *l.NextCursor
+// healthOf asks the API once for the last 24 h of every subscription in subs: a page of endpoints costs
+// one call for their health, however many endpoints it shows.
+func (c *Console) healthOf(r *http.Request, s *session, subs []subscription) (map[uuid.UUID]health, error) {
+	out := make(map[uuid.UUID]health, len(subs))
+	if len(subs) == 0 {
+		return out, nil
 	}
-	if sub.LastFailureAt != nil {
-		h.LastFailureAt = sub.LastFailureAt
-	} else if h.LastFailure != nil {
-		h.LastFailureAt = &h.LastFailure.UpdatedAt
+	ids := make([]string, len(subs))
+	for i, sub := range subs {
+		ids[i] = sub.ID.String()
 	}
-
-	if c.api.may(s, webhooks.OpSubscriptionStats) {
-		var st stats
-		if err := c.api.do(r, token, call{op: webhooks.OpSubscriptionStats, params: []string{sub.ID.String()}}, &st); err != nil {
-			return h, err
+	var ov webhooks.OverviewResponse
+	if err := c.api.do(r, s.Token, call{op: webhooks.OpOverview,
+		query: url.Values{"subscription_ids": {strings.Join(ids, ",")}}}, &ov); err != nil {
+		return nil, err
+	}
+	last := make(map[uuid.UUID]*time.Time, len(subs))
+	for _, sub := range subs {
+		last[sub.ID] = sub.LastFailureAt
+	}
+	for _, o := range ov.Items {
+		h := health{Succeeded: o.Succeeded, Failed: o.Failed, Unit: "attempts", Backlog: o.Pending, Due: o.DueBacklog,
+			LastFailureAt: last[o.SubscriptionID]}
+		if o.LastError != nil {
+			h.LastError = *o.LastError
 		}
-		for _, w := range st.Windows {
-			if w.Window == "24h" {
-				h.Succeeded, h.Failed, h.Unit, h.Partial = w.Succeeded, w.Failed, "attempts", false
-			}
+		if h.LastFailureAt == nil {
+			h.LastFailureAt = o.LastErrorAt
 		}
-		h.Backlog, h.Due = st.Pending, st.DueBacklog
+		var buckets [24]hourBucket
+		for _, hs := range o.Hours {
+			slot := 23 - min(max(hs.Hour, 0), 23)
+			buckets[slot].ok += hs.Succeeded
+			buckets[slot].failed += hs.Failed
+		}
 		h.Chart = chart(buckets, h)
-		return h, nil
+		out[o.SubscriptionID] = h
 	}
-
-	cursor = ""
-	for page := 0; ; page++ {
-		if page == healthMaxPages {
-			h.BacklogMore = true
-			break
-		}
-		q := url.Values{"subscription_id": {sub.ID.String()}, "status": {"pending"}, "limit": {itoa(healthPageSize)}}
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		var l list[delivery]
-		if err := c.api.do(r, token, call{op: webhooks.OpListDeliveries, query: q}, &l); err != nil {
-			return h, err
-		}
-		h.Backlog += len(l.Items)
-		if l.NextCursor == nil {
-			break
-		}
-		cursor = *l.NextCursor
-	}
-	h.Chart = chart(buckets, h)
-	return h, nil
+	return out, nil
 }
 
 // hourSlot is the bar of the chart (0 = 24 h ago, 23 = the last hour) a time falls in. Clamped both

@@ -17,11 +17,11 @@ import (
 
 // webClient is a browser without JavaScript: a cookie jar, no redirects followed.
 type webClient struct {
-	t    *testing.T
+	t    testing.TB
 	http *http.Client
 }
 
-func newWebClient(t *testing.T) *webClient {
+func newWebClient(t testing.TB) *webClient {
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func (w *webClient) send(method, target string, form url.Values, headers ...stri
 
 var csrfInput = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
-func (p page) csrf(t *testing.T) string {
+func (p page) csrf(t testing.TB) string {
 	t.Helper()
 	m := csrfInput.FindStringSubmatch(p.body)
 	if m == nil {

@@ -31,4 +31,5 @@ const (
 	OpListDeliveries      = "listWebhookDeliveries"
 	OpGetDelivery         = "getWebhookDelivery"
 	OpRedeliver           = "redeliverWebhook"
+	OpOverview            = "getWebhookOverview"
 )

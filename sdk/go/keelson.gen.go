@@ -232,6 +232,13 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
+// HourStats defines model for HourStats.
+type HourStats struct {
+	Failed    int64 `json:"failed"`
+	Hour      int64 `json:"hour"`
+	Succeeded int64 `json:"succeeded"`
+}
+
 // ListConversationResponse defines model for ListConversationResponse.
 type ListConversationResponse struct {
 	Items      *[]ConversationResponse `json:"items"`
@@ -314,6 +321,11 @@ type OperationResponse struct {
 	SubscriptionId string          `json:"subscription_id"`
 	Until          *time.Time      `json:"until"`
 	UpdatedAt      time.Time       `json:"updated_at"`
+}
+
+// OverviewResponse defines model for OverviewResponse.
+type OverviewResponse struct {
+	Items *[]SubscriptionOverview `json:"items"`
 }
 
 // PauseWebhookSubscriptionRequest defines model for PauseWebhookSubscriptionRequest.
@@ -404,6 +416,22 @@ type RotateSecretRequest struct {
 
 // SendWebhookTestRequest defines model for SendWebhookTestRequest.
 type SendWebhookTestRequest = map[string]interface{}
+
+// SubscriptionOverview defines model for SubscriptionOverview.
+type SubscriptionOverview struct {
+	DueBacklog int64 `json:"due_backlog"`
+	Failed     int64 `json:"failed"`
+
+	// Hours hours with finished attempts only
+	Hours *[]HourStats `json:"hours"`
+
+	// LastError the newest failed attempt's error of the last 24 h
+	LastError      *string    `json:"last_error"`
+	LastErrorAt    *time.Time `json:"last_error_at"`
+	Pending        int64      `json:"pending"`
+	SubscriptionId string     `json:"subscription_id"`
+	Succeeded      int64      `json:"succeeded"`
+}
 
 // SubscriptionResponse defines model for SubscriptionResponse.
 type SubscriptionResponse struct {
@@ -684,6 +712,12 @@ type ListWebhookEventTypesParams struct {
 type PublishWebhookEventParams struct {
 	// IdempotencyKey Makes the POST safe to retry: the same key answers the stored response (24 h); another body with it 422, one still running 409.
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// GetWebhookOverviewParams defines parameters for GetWebhookOverview.
+type GetWebhookOverviewParams struct {
+	// SubscriptionIds comma-separated subscription ids, at most 200
+	SubscriptionIds *string `form:"subscription_ids,omitempty" json:"subscription_ids,omitempty"`
 }
 
 // ListWebhookSubscriptionsParams defines parameters for ListWebhookSubscriptions.
@@ -1368,6 +1402,11 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/webhooks/operations/{id} (the `GetWebhookOperation` operationId).
 	GetWebhookOperation(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetWebhookOverview How each named subscription did in the last 24 hours, hour by hour, with its backlog and newest error: one request for a page of endpoints.
+	//
+	// Corresponds with GET /api/v1/webhooks/overview (the `GetWebhookOverview` operationId).
+	GetWebhookOverview(ctx context.Context, params *GetWebhookOverviewParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListWebhookSubscriptions List live subscriptions, oldest first.
 	//
 	// Corresponds with GET /api/v1/webhooks/subscriptions (the `ListWebhookSubscriptions` operationId).
@@ -2043,6 +2082,21 @@ func (c *Client) PublishWebhookEvent(ctx context.Context, params *PublishWebhook
 // Corresponds with GET /api/v1/webhooks/operations/{id} (the `GetWebhookOperation` operationId).
 func (c *Client) GetWebhookOperation(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetWebhookOperationRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetWebhookOverview How each named subscription did in the last 24 hours, hour by hour, with its backlog and newest error: one request for a page of endpoints.
+//
+// Corresponds with GET /api/v1/webhooks/overview (the `GetWebhookOverview` operationId).
+func (c *Client) GetWebhookOverview(ctx context.Context, params *GetWebhookOverviewParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWebhookOverviewRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3921,6 +3975,60 @@ func NewGetWebhookOperationRequest(server string, id openapi_types.UUID) (*http.
 	return req, nil
 }
 
+// NewGetWebhookOverviewRequest constructs an http.Request for the GetWebhookOverview method
+func NewGetWebhookOverviewRequest(server string, params *GetWebhookOverviewParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/webhooks/overview")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.SubscriptionIds != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "subscription_ids", *params.SubscriptionIds, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListWebhookSubscriptionsRequest constructs an http.Request for the ListWebhookSubscriptions method
 func NewListWebhookSubscriptionsRequest(server string, params *ListWebhookSubscriptionsParams) (*http.Request, error) {
 	var err error
@@ -4968,6 +5076,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/webhooks/operations/{id} (the `GetWebhookOperation` operationId).
 	GetWebhookOperationWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetWebhookOperationResponse, error)
+
+	// GetWebhookOverviewWithResponse How each named subscription did in the last 24 hours, hour by hour, with its backlog and newest error: one request for a page of endpoints.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/webhooks/overview (the `GetWebhookOverview` operationId).
+	GetWebhookOverviewWithResponse(ctx context.Context, params *GetWebhookOverviewParams, reqEditors ...RequestEditorFn) (*GetWebhookOverviewResponse, error)
 
 	// ListWebhookSubscriptionsWithResponse List live subscriptions, oldest first.
 	//
@@ -9314,6 +9429,140 @@ func (r GetWebhookOperationResponse) ContentType() string {
 	return ""
 }
 
+// GetWebhookOverviewResponse200Headers the declared response headers of an HTTP 200 response for GetWebhookOverview
+type GetWebhookOverviewResponse200Headers struct {
+	XRequestId *string
+}
+
+// GetWebhookOverviewResponse400Headers the declared response headers of an HTTP 400 response for GetWebhookOverview
+type GetWebhookOverviewResponse400Headers struct {
+	XRequestId *string
+}
+
+// GetWebhookOverviewResponse401Headers the declared response headers of an HTTP 401 response for GetWebhookOverview
+type GetWebhookOverviewResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// GetWebhookOverviewResponse403Headers the declared response headers of an HTTP 403 response for GetWebhookOverview
+type GetWebhookOverviewResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetWebhookOverviewResponse429Headers the declared response headers of an HTTP 429 response for GetWebhookOverview
+type GetWebhookOverviewResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// GetWebhookOverviewResponse500Headers the declared response headers of an HTTP 500 response for GetWebhookOverview
+type GetWebhookOverviewResponse500Headers struct {
+	XRequestId *string
+}
+
+// GetWebhookOverviewResponse503Headers the declared response headers of an HTTP 503 response for GetWebhookOverview
+type GetWebhookOverviewResponse503Headers struct {
+	XRequestId *string
+}
+
+type GetWebhookOverviewResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OverviewResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetWebhookOverviewResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetWebhookOverviewResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetWebhookOverviewResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetWebhookOverviewResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetWebhookOverviewResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetWebhookOverviewResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetWebhookOverviewResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetWebhookOverviewResponse) GetJSON200() *OverviewResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetWebhookOverviewResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetWebhookOverviewResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetWebhookOverviewResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetWebhookOverviewResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetWebhookOverviewResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetWebhookOverviewResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetWebhookOverviewResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWebhookOverviewResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWebhookOverviewResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetWebhookOverviewResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListWebhookSubscriptionsResponse200Headers the declared response headers of an HTTP 200 response for ListWebhookSubscriptions
 type ListWebhookSubscriptionsResponse200Headers struct {
 	XRequestId *string
@@ -12002,6 +12251,19 @@ func (c *ClientWithResponses) GetWebhookOperationWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseGetWebhookOperationResponse(rsp)
+}
+
+// GetWebhookOverviewWithResponse How each named subscription did in the last 24 hours, hour by hour, with its backlog and newest error: one request for a page of endpoints.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/webhooks/overview (the `GetWebhookOverview` operationId).
+func (c *ClientWithResponses) GetWebhookOverviewWithResponse(ctx context.Context, params *GetWebhookOverviewParams, reqEditors ...RequestEditorFn) (*GetWebhookOverviewResponse, error) {
+	rsp, err := c.GetWebhookOverview(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWebhookOverviewResponse(rsp)
 }
 
 // ListWebhookSubscriptionsWithResponse List live subscriptions, oldest first.
@@ -17271,6 +17533,161 @@ func ParseGetWebhookOperationResponse(rsp *http.Response) (*GetWebhookOperationR
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetWebhookOperationResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetWebhookOverviewResponse parses an HTTP response from a GetWebhookOverviewWithResponse call
+func ParseGetWebhookOverviewResponse(rsp *http.Response) (*GetWebhookOverviewResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWebhookOverviewResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OverviewResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetWebhookOverviewResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetWebhookOverviewResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetWebhookOverviewResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetWebhookOverviewResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetWebhookOverviewResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetWebhookOverviewResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetWebhookOverviewResponse503Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -113,7 +113,8 @@ func pages(cfg Config) []host.Pages {
 	if !cfg.ConsoleEnabled {
 		return nil
 	}
-	return []host.Pages{console.New(console.Options{SessionTTL: cfg.ConsoleSessionTTL})}
+	return []host.Pages{console.New(console.Options{SessionTTL: cfg.ConsoleSessionTTL, PortalLinkKeys: cfg.PortalLinkKeys,
+		PortalPublicURL: cfg.PortalPublicURL, PortalFrameAncestors: cfg.PortalFrameAncestors})}
 }
 
 // newReplica maps the configuration onto the platform. The shutdown timeout is split so the whole stop

@@ -80,6 +80,11 @@ func (c *Console) signOut(g *gin.Context, s session) error {
 	if err := c.sessions.end(g.Request.Context(), s.ID); err != nil {
 		return err
 	}
+	if s.Portal != nil {
+		setCookieFor(g, sessionCookie, "", -1, c.framable())
+		g.Redirect(http.StatusSeeOther, Prefix+"/portal-ended?why=left")
+		return nil
+	}
 	setCookie(g, sessionCookie, "", -1)
 	g.Redirect(http.StatusSeeOther, Prefix+"/sign-in?notice=signed-out")
 	return nil

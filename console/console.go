@@ -47,6 +47,12 @@ var staticFiles embed.FS
 type Options struct {
 	// SessionTTL is how long a sign-in lasts; zero means DefaultSessionTTL.
 	SessionTTL time.Duration
+	// PortalLinkKeys sign portal links (PORTAL_LINK_KEY): the first signs, every one verifies; none = no links.
+	PortalLinkKeys []string
+	// PortalPublicURL starts every portal link (PORTAL_PUBLIC_URL); "" = links are paths.
+	PortalPublicURL string
+	// PortalFrameAncestors may frame portal sessions (PORTAL_FRAME_ANCESTORS); none = no framing.
+	PortalFrameAncestors []string
 }
 
 // Console is the web console, served by a replica as its host.Pages.
@@ -54,6 +60,7 @@ type Console struct {
 	opts     Options
 	api      *api
 	auth     *auth.Authenticator
+	links    *Links
 	sessions *sessionStore
 	views    *views
 	logger   *slog.Logger
@@ -85,6 +92,13 @@ func (c *Console) Mount(env host.PageEnv) error {
 	}
 	c.api = &api{engine: env.Engine, declared: env.API}
 	c.auth = env.Auth
+	if env.Tokens == nil || env.Auth == nil || env.API == nil {
+		return errors.New("console: API, Auth and Tokens are required")
+	}
+	if c.links, err = NewLinks(env.DB, env.Tokens, c.opts.PortalLinkKeys, c.opts.PortalPublicURL); err != nil {
+		return err
+	}
+	mountPortalAPI(env.API, c.links)
 	c.sessions = &sessionStore{db: env.DB.SQL(), ttl: c.opts.SessionTTL}
 	c.views = v
 	c.logger = env.Logger.With("component", "console")
@@ -99,11 +113,17 @@ func (c *Console) Mount(env host.PageEnv) error {
 	root.GET("/", func(g *gin.Context) { g.Redirect(http.StatusFound, Prefix+"/endpoints") })
 	root.GET("/sign-in", c.signInPage)
 	root.POST("/sign-in", c.signIn)
+	root.GET("/portal/:link", c.portalFramed, c.portalPage)
+	root.POST("/portal/:link", c.portalFramed, c.openPortal)
+	root.GET("/portal-ended", c.portalFramed, c.portalEnded)
 
 	in := root.Group("", c.requireSession)
 	in.POST("/sign-out", c.handle(c.signOut))
 	in.GET("/endpoints", c.handle(c.endpoints))
+	in.POST("/endpoints", c.handle(c.createEndpoint))
+	in.GET("/endpoints/new", c.handle(c.newEndpoint))
 	in.GET("/endpoints/:id", c.handle(c.endpoint))
+	in.GET("/endpoints/:id/edit", c.handle(c.editEndpoint))
 	in.POST("/endpoints/:id/:action", c.handle(c.endpointAction))
 	in.GET("/deliveries", c.handle(c.deliveries))
 	in.GET("/deliveries/:id", c.handle(c.delivery))
@@ -142,10 +162,22 @@ func secure(r *http.Request) bool {
 }
 
 func setCookie(g *gin.Context, name, value string, maxAge int) {
+	setCookieFor(g, name, value, maxAge, false)
+}
+
+// setCookieFor sets a console cookie: HttpOnly, SameSite=Strict, Secure over TLS. A framed portal's
+// cookie is SameSite=None (partitioned) instead: a Strict cookie is never sent inside another site's
+// iframe; browsers take None only with Secure, so over plain HTTP it stays Strict.
+func setCookieFor(g *gin.Context, name, value string, maxAge int, framed bool) {
+	sameSite := http.SameSiteStrictMode
+	if framed && secure(g.Request) {
+		sameSite = http.SameSiteNoneMode
+	}
 	//nolint:gosec // Secure follows the request: set behind TLS, left off on plain HTTP where the browser would drop it.
 	http.SetCookie(g.Writer, &http.Cookie{
 		Name: name, Value: value, Path: Prefix, MaxAge: maxAge,
-		HttpOnly: true, Secure: secure(g.Request), SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: secure(g.Request), SameSite: sameSite,
+		Partitioned: sameSite == http.SameSiteNoneMode,
 	})
 }
 
@@ -158,6 +190,12 @@ func (c *Console) requireSession(g *gin.Context) {
 	var s session
 	if err == nil {
 		s, err = c.sessions.open(g.Request.Context(), cookie)
+	}
+	if errors.Is(err, errPortalEnded) {
+		setCookieFor(g, sessionCookie, "", -1, c.framable())
+		g.Redirect(http.StatusSeeOther, Prefix+"/portal-ended?why=revoked")
+		g.Abort()
+		return
 	}
 	if err != nil {
 		if !errors.Is(err, errNoSession) && !errors.Is(err, http.ErrNoCookie) {
@@ -190,6 +228,9 @@ func (c *Console) requireSession(g *gin.Context) {
 			s.scopes = p.Scopes
 		}
 		// A disabled tenant or an unreachable database: the API's own answer explains it on the page.
+	}
+	if s.Portal != nil {
+		c.frameHeaders(g)
 	}
 	g.Set(sessionKey, s)
 	g.Next()
@@ -257,6 +298,11 @@ func conflicted(err error) bool {
 // to sign in again.
 func (c *Console) endRevoked(g *gin.Context, s session) {
 	_ = c.sessions.end(g.Request.Context(), s.ID)
+	if s.Portal != nil {
+		setCookieFor(g, sessionCookie, "", -1, c.framable())
+		g.Redirect(http.StatusSeeOther, Prefix+"/portal-ended?why=revoked")
+		return
+	}
 	setCookie(g, sessionCookie, "", -1)
 	g.Redirect(http.StatusSeeOther, Prefix+"/sign-in?notice=token")
 }

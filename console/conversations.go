@@ -20,8 +20,9 @@ type (
 )
 
 type conversationsData struct {
-	Items []conversation
-	Next  string
+	Items     []conversation
+	Next      string
+	CanCreate bool
 }
 
 func (c *Console) conversations(g *gin.Context, s session) error {
@@ -29,7 +30,7 @@ func (c *Console) conversations(g *gin.Context, s session) error {
 	if err != nil {
 		return err
 	}
-	data := conversationsData{Items: items, Next: next}
+	data := conversationsData{Items: items, Next: next, CanCreate: c.api.may(&s, conversations.OpCreateConversation)}
 	c.render(g, http.StatusOK, "conversations", page{Title: "Conversations", Section: "conversations", Session: &s, Data: data})
 	return nil
 }
@@ -54,6 +55,7 @@ type conversationData struct {
 	Pending   []proposal
 	Decided   []proposal
 	CanDecide bool
+	CanPost   bool
 }
 
 const messagesPerPage = 100
@@ -69,7 +71,7 @@ func (c *Console) conversation(g *gin.Context, s session) error {
 		return err
 	}
 	data := conversationData{C: conv, Messages: msgs, More: more,
-		CanDecide: c.api.may(&s, proposals.OpAcceptProposal)}
+		CanDecide: c.api.may(&s, proposals.OpAcceptProposal), CanPost: c.api.may(&s, conversations.OpPostMessage)}
 	var props list[proposal]
 	err = c.api.do(g.Request, s.Token, call{op: proposals.OpListProposals,
 		query: url.Values{"conversation_id": {conv.ID.String()}, "limit": {"50"}}}, &props)
@@ -147,7 +149,12 @@ func (c *Console) eventTypes(g *gin.Context, s session) error {
 	if err != nil {
 		return err
 	}
-	data := eventTypesData{Items: items, Next: next}
+	data := eventTypesData{Next: next}
+	for _, e := range items {
+		if s.Portal.sees(e.Type) {
+			data.Items = append(data.Items, e)
+		}
+	}
 	c.render(g, http.StatusOK, "event_types", page{Title: "Event types", Section: "event-types", Session: &s, Data: data})
 	return nil
 }

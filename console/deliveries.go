@@ -102,7 +102,7 @@ func (c *Console) deliveries(g *gin.Context, s session) error {
 			Session: &s, Error: bad, Data: data})
 		return nil
 	}
-	items, next, err := c.scanDeliveries(g.Request, s.Token, f, g.Query("cursor"), deliveriesPerPage)
+	items, next, err := c.scanDeliveries(g.Request, &s, f, g.Query("cursor"), deliveriesPerPage)
 	if ae := (*apiError)(nil); errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusUnprocessableEntity) {
 		c.render(g, ae.Status, "deliveries", page{Title: "Deliveries", Section: "deliveries", Session: &s,
 			Error: "The filter was refused: " + ae.Error(), Data: data})
@@ -119,7 +119,10 @@ func (c *Console) deliveries(g *gin.Context, s session) error {
 	return nil
 }
 
-func (c *Console) scanDeliveries(r *http.Request, token string, f deliveryFilter, cursor string, want int) ([]delivery, string, error) {
+// scanDeliveries reads deliveries through the API's filters, keeping those in the time range and, in a
+// portal, of the link's event types.
+func (c *Console) scanDeliveries(r *http.Request, s *session, f deliveryFilter, cursor string, want int) ([]delivery, string, error) {
+	token := s.Token
 	var out []delivery
 	for range maxScanCalls {
 		q := f.apiQuery()
@@ -133,6 +136,9 @@ func (c *Console) scanDeliveries(r *http.Request, token string, f deliveryFilter
 		}
 		for _, d := range l.Items {
 			if !f.until.IsZero() && d.CreatedAt.After(f.until) {
+				continue
+			}
+			if !s.Portal.sees(d.EventType) {
 				continue
 			}
 			if !f.from.IsZero() && d.CreatedAt.Before(f.from) {
@@ -163,6 +169,9 @@ func (c *Console) delivery(g *gin.Context, s session) error {
 		params: []string{g.Param("id")}}, &d); err != nil {
 		return err
 	}
+	if !s.Portal.sees(d.EventType) {
+		return &apiError{Status: http.StatusNotFound}
+	}
 	c.render(g, http.StatusOK, "delivery", page{Title: "Delivery " + d.ID.String(), Section: "deliveries", Session: &s,
 		Data: deliveryData{D: d, CanReplay: c.api.may(&s, webhooks.OpRedeliver)}})
 	return nil
@@ -172,6 +181,15 @@ func (c *Console) delivery(g *gin.Context, s session) error {
 // the API says so and the page says "reload".
 func (c *Console) redeliver(g *gin.Context, s session) error {
 	id := escapePath(g.Param("id"))
+	if s.Portal != nil {
+		var d delivery
+		if err := c.api.do(g.Request, s.Token, call{op: webhooks.OpGetDelivery, params: []string{g.Param("id")}}, &d); err != nil {
+			return err
+		}
+		if !s.Portal.sees(d.EventType) {
+			return &apiError{Status: http.StatusNotFound}
+		}
+	}
 	err := c.api.do(g.Request, s.Token, call{op: webhooks.OpRedeliver, params: []string{g.Param("id")},
 		body: struct{}{}, ifMatch: g.PostForm("version")}, nil)
 	switch {

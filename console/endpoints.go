@@ -22,8 +22,9 @@ type endpointRow struct {
 }
 
 type endpointsData struct {
-	Items []endpointRow
-	Next  string
+	Items  []endpointRow
+	Next   string
+	Create bool // the token may create endpoints
 }
 
 // endpointsPerPage bounds one page; its API calls are two (the list and one overview) however many it shows.
@@ -38,8 +39,11 @@ func (c *Console) endpoints(g *gin.Context, s session) error {
 	if err != nil {
 		return err
 	}
-	data := endpointsData{Next: next}
+	data := endpointsData{Next: next, Create: c.api.may(&s, webhooks.OpCreateSubscription)}
 	for _, sub := range subs {
+		if s.Portal != nil && !s.Portal.seesEndpoint(sub.EventTypes) {
+			continue
+		}
 		data.Items = append(data.Items, endpointRow{S: sub, Health: hs[sub.ID]})
 	}
 	c.render(g, http.StatusOK, "endpoints", page{Title: "Endpoints", Section: "endpoints", Session: &s, Data: data})
@@ -48,7 +52,7 @@ func (c *Console) endpoints(g *gin.Context, s session) error {
 
 // actions are the endpoint actions the API has routes for.
 type actions struct {
-	Pause, Resume, Test, Rotate, Recover bool
+	Pause, Resume, Test, Rotate, Recover, Edit, Delete bool
 }
 
 type endpointData struct {
@@ -66,8 +70,8 @@ func (c *Console) endpoint(g *gin.Context, s session) error {
 }
 
 func (c *Console) showEndpoint(g *gin.Context, s session, status int, newSecret string) error {
-	var sub subscription
-	if err := c.api.do(g.Request, s.Token, call{op: webhooks.OpGetSubscription, params: []string{g.Param("id")}}, &sub); err != nil {
+	sub, err := c.visibleEndpoint(g, s)
+	if err != nil {
 		return err
 	}
 	now := time.Now()
@@ -90,6 +94,8 @@ func (c *Console) showEndpoint(g *gin.Context, s session, status int, newSecret 
 			Test:    c.api.may(&s, webhooks.OpSendTest),
 			Rotate:  c.api.may(&s, webhooks.OpRotateSecret),
 			Recover: c.api.may(&s, webhooks.OpRecoverSubscription),
+			Edit:    c.api.may(&s, webhooks.OpUpdateSubscription),
+			Delete:  c.api.may(&s, webhooks.OpDeleteSubscription),
 		}}
 	c.render(g, status, "endpoint", page{Title: "Endpoint " + sub.URL, Section: "endpoints", Session: &s, Data: data})
 	return nil
@@ -97,11 +103,25 @@ func (c *Console) showEndpoint(g *gin.Context, s session, status int, newSecret 
 
 // endpointAction runs one of the endpoint's API actions with the version the page showed.
 func (c *Console) endpointAction(g *gin.Context, s session) error {
+	if _, err := c.visibleEndpoint(g, s); err != nil {
+		return err
+	}
 	id := escapePath(g.Param("id"))
 	params := []string{g.Param("id")}
 	action := g.Param("action")
 	version := g.PostForm("version")
 	switch action {
+	case "edit":
+		return c.updateEndpoint(g, s)
+	case "delete":
+		err := c.api.do(g.Request, s.Token, call{op: webhooks.OpDeleteSubscription, params: params, ifMatch: version}, nil)
+		if conflicted(err) {
+			return back(g, "/endpoints/"+id, "error", "conflict")
+		}
+		if err != nil {
+			return err
+		}
+		return back(g, "/endpoints", "notice", "deleted")
 	case "pause", "resume":
 		op := webhooks.OpPauseSubscription
 		if action == "resume" {

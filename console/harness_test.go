@@ -24,6 +24,9 @@ import (
 	"github.com/keelson/keelson/platform/module"
 )
 
+// testLinkKey signs the test replicas' portal links.
+const testLinkKey = "portal-link-key-of-the-console-tests-0123456789"
+
 // cluster is two replicas of every module with the console on, on one database and broker.
 type cluster struct {
 	db   *dbtest.Database
@@ -54,7 +57,7 @@ func startCluster(t testing.TB) *cluster {
 	db := dbtest.Create(t, migrations.Sets("webhooks", "conversations", "proposals")...)
 	bus := hosttest.Broker()
 	start := func() *hosttest.Replica {
-		return hosttest.Start(t, db.Open(t), hosttest.Options{Messaging: bus, Background: true, Pages: []host.Pages{console.New(console.Options{})}}, testModules(t)...)
+		return hosttest.Start(t, db.Open(t), hosttest.Options{Messaging: bus, Background: true, Pages: []host.Pages{console.New(console.Options{PortalLinkKeys: []string{testLinkKey}})}}, testModules(t)...)
 	}
 	return &cluster{db: db, a: start(), b: start()}
 }

@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"embed"
 	"encoding/base64"
 	"encoding/json"
@@ -10,11 +11,14 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/keelson/keelson/modules/conversations"
 	"github.com/keelson/keelson/modules/webhooks"
 )
 
@@ -29,7 +33,22 @@ type page struct {
 	Notice  string
 	Error   string
 	Catalog bool // the API lists event types
-	Data    any
+	// Conversations says whether the session's token may read conversations (the navigation offers them).
+	Conversations bool
+	// Portal marks the portal's own pages (opening a link, refused, ended), before any portal session.
+	Portal bool
+	Data   any
+}
+
+// InPortal says whether the page is a customer's: a portal session's or the portal's own.
+func (p page) InPortal() bool { return p.Portal || (p.Session != nil && p.Session.Portal != nil) }
+
+// PortalName is who the portal session's link is for.
+func (p page) PortalName() string {
+	if p.Session == nil || p.Session.Portal == nil {
+		return ""
+	}
+	return p.Session.Portal.Name
 }
 
 // SignedIn says whether the page belongs to a session (the sign-in form has only its CSRF token).
@@ -90,7 +109,21 @@ var funcs = template.FuncMap{
 		return *p
 	},
 	"pretty": pretty,
-	"join":   strings.Join,
+	"rate": func(r *float64) string {
+		if r == nil {
+			return ""
+		}
+		return strconv.FormatFloat(*r, 'f', -1, 64)
+	},
+	"headerNames": func(h map[string]string) string {
+		names := make([]string, 0, len(h))
+		for n := range h {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return strings.Join(names, ", ")
+	},
+	"join": strings.Join,
 	// formKey makes each rendered form's idempotency key.
 	"formKey": func() string {
 		b := make([]byte, 18)
@@ -187,6 +220,7 @@ func (c *Console) render(g *gin.Context, status int, name string, p page) {
 		signedIn = &session{}
 	}
 	p.Catalog = c.api.may(signedIn, webhooks.OpListEventTypes)
+	p.Conversations = signedIn.Token != "" && signedIn.Portal == nil && c.api.may(signedIn, conversations.OpListConversations)
 	if p.Notice == "" {
 		p.Notice = notices[g.Query("notice")]
 	}
@@ -200,12 +234,40 @@ func (c *Console) render(g *gin.Context, status int, name string, p page) {
 		g.String(http.StatusInternalServerError, "internal error")
 		return
 	}
+	if status == http.StatusOK && g.GetHeader(liveHeader) == "1" && t.Lookup("live") != nil {
+		c.renderLive(g, t, p)
+		return
+	}
 	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
 		c.logger.Error("console: render", "template", name, "error", err)
 		g.String(http.StatusInternalServerError, "internal error")
 		return
 	}
 	g.Data(status, "text/html; charset=utf-8", buf.Bytes())
+}
+
+// liveHeader marks the console's own polling requests: they get the page's live regions only.
+const liveHeader = "X-Console-Live"
+
+// renderLive answers a poll with the page's live regions, or 304 when they are what the browser has:
+// the ETag is a hash of the regions, so a poll that finds nothing new costs the browser no work.
+func (c *Console) renderLive(g *gin.Context, t *template.Template, p page) {
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "live", p); err != nil {
+		c.logger.Error("console: render live regions", "error", err)
+		g.String(http.StatusInternalServerError, "internal error")
+		return
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	etag := `"` + base64.RawURLEncoding.EncodeToString(sum[:18]) + `"`
+	g.Header(liveHeader, "1")
+	g.Header("ETag", etag)
+	g.Header("Vary", liveHeader)
+	if g.GetHeader("If-None-Match") == etag {
+		g.Status(http.StatusNotModified)
+		return
+	}
+	g.Data(http.StatusOK, "text/html; charset=utf-8", buf.Bytes())
 }
 
 // notices and errorTexts are the messages a redirect after a form may ask for by code; a code keeps
@@ -223,6 +285,8 @@ var notices = map[string]string{
 	"paused":      "Endpoint paused: its deliveries wait until it is resumed.",
 	"resumed":     "Endpoint resumed.",
 	"recovering":  "Recovery started: the failed deliveries are queued again in the background.",
+	"saved":       "Endpoint saved.",
+	"deleted":     "Endpoint deleted: its pending deliveries are given up.",
 }
 
 var errorTexts = map[string]string{

@@ -37,7 +37,7 @@ const (
 )
 
 // contentSecurityPolicy allows the console's own stylesheet and script and nothing inline or foreign.
-const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 //go:embed static
@@ -128,6 +128,8 @@ func (c *Console) Mount(env host.PageEnv) error {
 	in.GET("/deliveries", c.handle(c.deliveries))
 	in.GET("/deliveries/:id", c.handle(c.delivery))
 	in.POST("/deliveries/:id/redeliver", c.handle(c.redeliver))
+	in.POST("/deliveries/replay", c.handle(c.replay))
+	in.POST("/deliveries/recover", c.handle(c.recoverFailed))
 	in.GET("/event-types", c.handle(c.eventTypes))
 	in.GET("/conversations", c.handle(c.conversations))
 	in.POST("/conversations", c.handle(c.createConversation))

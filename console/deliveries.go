@@ -80,23 +80,30 @@ func (f deliveryFilter) pageQuery(cursor string) string {
 }
 
 const (
+	// maxAPIPage is the largest page the API's lists give.
+	maxAPIPage        = 200
 	deliveriesPerPage = 50
 	// maxScanCalls bounds the API pages one console page reads when a time range skips rows.
 	maxScanCalls = 20
 )
 
 type deliveriesData struct {
-	Filter   deliveryFilter
-	Items    []delivery
-	Next     string
-	Statuses []string
+	Filter     deliveryFilter
+	Items      []delivery
+	Next       string
+	Statuses   []string
+	CanReplay  bool
+	CanRecover bool
+	RecoverMin string
 }
 
 // deliveries lists through the API's own filters and cursor; the time range is applied here, walking
 // the API's newest-first pages and stopping at the first delivery older than From.
 func (c *Console) deliveries(g *gin.Context, s session) error {
 	f, bad := readDeliveryFilter(g)
-	data := deliveriesData{Filter: f, Statuses: []string{"pending", "succeeded", "failed"}}
+	data := deliveriesData{Filter: f, Statuses: []string{"pending", "succeeded", "failed"},
+		CanReplay: c.api.may(&s, webhooks.OpRedeliver), CanRecover: c.api.may(&s, webhooks.OpRecoverSubscription),
+		RecoverMin: time.Now().Add(-24 * time.Hour).UTC().Format(timeInput)}
 	if bad != "" {
 		c.render(g, http.StatusUnprocessableEntity, "deliveries", page{Title: "Deliveries", Section: "deliveries",
 			Session: &s, Error: bad, Data: data})
@@ -115,7 +122,8 @@ func (c *Console) deliveries(g *gin.Context, s session) error {
 	if next != "" {
 		data.Next = Prefix + "/deliveries?" + f.pageQuery(next)
 	}
-	c.render(g, http.StatusOK, "deliveries", page{Title: "Deliveries", Section: "deliveries", Session: &s, Data: data})
+	c.render(g, http.StatusOK, "deliveries", page{Title: "Deliveries", Section: "deliveries", Session: &s, Data: data,
+		Notice: countNotice(g)})
 	return nil
 }
 
@@ -126,7 +134,7 @@ func (c *Console) scanDeliveries(r *http.Request, s *session, f deliveryFilter, 
 	var out []delivery
 	for range maxScanCalls {
 		q := f.apiQuery()
-		q.Set("limit", itoa(want-len(out)))
+		q.Set("limit", itoa(min(want-len(out), maxAPIPage)))
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}

@@ -1,5 +1,6 @@
 // Small comforts only: every page reads and every form works without this file.
 "use strict";
+document.addEventListener("DOMContentLoaded", function () { live(); });
 document.addEventListener("DOMContentLoaded", function () {
   document.querySelectorAll("form.js-confirm").forEach(function (form) {
     form.addEventListener("submit", function (e) {
@@ -14,7 +15,6 @@ document.addEventListener("DOMContentLoaded", function () {
       navigator.clipboard.writeText(field.value).then(function () { button.textContent = "Copied"; });
     });
   });
-  live();
 });
 
 // live keeps the page's live regions current: every few seconds it asks for them with the ETag of
@@ -36,7 +36,7 @@ function live() {
     status.textContent = "Updating…";
     var headers = { "X-Console-Live": "1" };
     if (etag) { headers["If-None-Match"] = etag; }
-    fetch(window.location.href, { headers: headers, credentials: "same-origin", cache: "no-store", redirect: "manual" })
+    fetch(status.dataset.liveUrl || window.location.href, { headers: headers, credentials: "same-origin", cache: "no-store", redirect: "manual" })
       .then(function (r) {
         if (r.status === 304) { return null; }
         if (r.status !== 200 || r.headers.get("X-Console-Live") !== "1") { throw new Error("not live"); }

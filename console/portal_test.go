@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelson/keelson/console"
+	"github.com/keelson/keelson/platform/host"
 	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
@@ -215,5 +217,27 @@ func TestAFramedPortalNamesItsAncestorsAndTheOperatorsConsoleStaysUnframable(t *
 	}
 	if res.header.Get("X-Frame-Options") != "DENY" {
 		t.Fatal("without PORTAL_FRAME_ANCESTORS the portal lacks X-Frame-Options: DENY")
+	}
+
+	wh := testModules(t)
+	framed := hosttest.Start(t, c.db.Open(t), hosttest.Options{Pages: []host.Pages{console.New(console.Options{
+		PortalLinkKeys: []string{testLinkKey}, PortalFrameAncestors: []string{"https://app.example.com"}})}}, wh...)
+	tls := []string{"X-Forwarded-Proto", "https"}
+	w = newWebClient(t)
+	res = w.send(http.MethodGet, framed.URL+link.URL, nil, tls...)
+	if csp := res.header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors https://app.example.com") ||
+		res.header.Get("X-Frame-Options") != "" {
+		t.Fatalf("a framable portal answered CSP %q, X-Frame-Options %q", csp, res.header.Get("X-Frame-Options"))
+	}
+	if cookie := res.header.Get("Set-Cookie"); !strings.Contains(cookie, "SameSite=None") || !strings.Contains(cookie, "Secure") ||
+		!strings.Contains(cookie, "Partitioned") || !strings.Contains(cookie, "HttpOnly") {
+		t.Fatalf("a framed portal's cookie over TLS: %s", cookie)
+	}
+	opened := w.send(http.MethodPost, framed.URL+link.URL, url.Values{"csrf": {res.csrf(t)}}, tls...)
+	if cookie := opened.header.Get("Set-Cookie"); opened.status != http.StatusSeeOther || !strings.Contains(cookie, "SameSite=None") {
+		t.Fatalf("opening a framed portal: %d %s", opened.status, cookie)
+	}
+	if res := w.send(http.MethodGet, framed.URL+"/console/sign-in", nil, tls...); !strings.Contains(res.header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+		t.Fatal("the operator's sign-in may be framed")
 	}
 }

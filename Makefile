@@ -9,7 +9,7 @@ BUILD_FLAGS := -trimpath -ldflags "-s -w -X $(STAMP).version=$${VERSION} -X $(ST
 GOLANGCI_LINT_VERSION := v2.15.0
 GOVULNCHECK_VERSION := v1.9.0
 
-.PHONY: run build migrate serve test test-pgbouncer allocs fuzz tidy-check vuln lint bench fmt services screenshots test-compose test-compose-cluster
+.PHONY: run build migrate serve test test-helm test-pgbouncer allocs fuzz tidy-check vuln lint bench fmt services screenshots test-compose test-compose-cluster
 
 ## services: install (when missing) and start PostgreSQL and RabbitMQ on 127.0.0.1
 services:
@@ -36,6 +36,13 @@ test: services tidy-check
 	$(MAKE) test-pgbouncer
 	@# sdk/go is its own module (oapi-codegen's runtime stays out of go.mod): its tests start keelson serve.
 	cd sdk/go && go vet ./... && go test -race -count=1 -timeout 10m ./...
+	$(MAKE) test-helm
+
+## test-helm: deploy/helm/keelson rendered by helm's Go packages for the default and production
+## values, every object decoded strictly into the Kubernetes API types (deploy/helm/test, a module
+## of its own so helm stays out of go.mod); app/helmchart_test.go keeps the chart's settings `keelson env`'s.
+test-helm:
+	cd deploy/helm/test && go vet ./... && go test -count=1 -timeout 10m ./...
 
 ## allocs: the tests that count allocations, without the race detector (it makes sync.Pool drop items)
 allocs:
@@ -63,6 +70,7 @@ tidy-check:
 	@# bench/jobs is its own module (it pulls River in); it builds against this tree, so it drifts with it.
 	@cd bench/jobs && go mod tidy -diff || { echo "bench/jobs/go.mod/go.sum are not tidy: run go mod tidy there and commit the result" >&2; exit 1; }
 	@cd sdk/go && go mod tidy -diff || { echo "sdk/go/go.mod/go.sum are not tidy: run go mod tidy there and commit the result" >&2; exit 1; }
+	@cd deploy/helm/test && go mod tidy -diff || { echo "deploy/helm/test/go.mod/go.sum are not tidy: run go mod tidy there and commit the result" >&2; exit 1; }
 
 ## vuln: govulncheck against vuln.go.dev (needs that network access; CI has none, so it is not part of test)
 vuln:

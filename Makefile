@@ -9,7 +9,7 @@ BUILD_FLAGS := -trimpath -ldflags "-s -w -X $(STAMP).version=$${VERSION} -X $(ST
 GOLANGCI_LINT_VERSION := v2.15.0
 GOVULNCHECK_VERSION := v1.9.0
 
-.PHONY: run build migrate serve test test-helm test-pgbouncer allocs fuzz tidy-check vuln lint bench fmt services screenshots test-compose test-compose-cluster
+.PHONY: run build migrate serve test test-helm test-pgbouncer allocs fuzz tidy-check vuln lint bench fmt services screenshots test-compose test-compose-cluster test-compose-pgbouncer
 
 ## services: install (when missing) and start PostgreSQL and RabbitMQ on 127.0.0.1
 services:
@@ -77,14 +77,18 @@ vuln:
 	go run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) ./...
 
 ## test-compose: docker-compose.yml built, walked through and faulted in containers, then the cluster
-## profile with one broker node stopped (needs Docker and Compose; builds test-only stand-in images
+## profile with one broker node stopped, then the pgbouncer profile carrying 100 events (needs Docker and Compose; builds test-only stand-in images
 ## from Debian packages, as CI has no image registry; the second test reuses the first's images).
 ## COMPOSE_TEST_TIMEOUT bounds both: room for a slow mirror's stand-in build inside .ci/run's 45 minutes
 ## (the suite takes about 10 of them on CI's machine, set-up a few).
 COMPOSE_TEST_TIMEOUT ?= 25m
 test-compose:
 	go test -tags compose -count=1 -timeout $(COMPOSE_TEST_TIMEOUT) -v \
-		-run 'TestTheComposeFileRunsTheAppAndLosesNoEventUnderFaults|TestAStoppedBrokerNodeOfTheClusterLosesNoEvent' ./tests/compose/
+		-run 'TestTheComposeFileRunsTheAppAndLosesNoEventUnderFaults|TestAStoppedBrokerNodeOfTheClusterLosesNoEvent|TestThePgBouncerProfileDeliversEveryEventOnce' ./tests/compose/
+
+## test-compose-pgbouncer: only the pgbouncer profile (migration and replicas through PgBouncer in transaction mode)
+test-compose-pgbouncer:
+	go test -tags compose -count=1 -timeout $(COMPOSE_TEST_TIMEOUT) -v -run 'TestThePgBouncerProfileDeliversEveryEventOnce' ./tests/compose/
 
 ## test-compose-cluster: only the cluster profile (three RabbitMQ nodes, quorum queues) with one node stopped
 test-compose-cluster:

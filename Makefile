@@ -109,4 +109,4 @@ bench:
 
 ## screenshots: PNGs of the console's main pages into docs/images (needs chromium, PostgreSQL, RabbitMQ)
 screenshots: services
-	CONSOLE_SCREENSHOTS=$(CURDIR)/docs/images go test -count=1 -run 'photographed' ./platform/console/
+	CONSOLE_SCREENSHOTS=$(CURDIR)/docs/images go test -count=1 -run 'photographed' ./console/

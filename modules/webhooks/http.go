@@ -53,6 +53,7 @@ func mountRoutes(api *httpapi.API, s *Service) {
 		Summary: "Send a delivery again, whatever its status.", Status: http.StatusAccepted}, h.redeliver)
 
 	mountLifecycleRoutes(g, h)
+	mountOverviewRoutes(g, h)
 }
 
 type handlers struct{ s *Service }

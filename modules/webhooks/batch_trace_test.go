@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-func Test_batched_takes_and_outcomes_are_spans_linked_to_the_span_of_every_delivery_in_their_batch(t *testing.T) {
+func TestBatchedTakesAndOutcomesAreSpansLinkedToTheSpanOfEveryDeliveryInTheirBatch(t *testing.T) {
 	const n = 20
 	h := newHarness(t, testConfig(), harnessOptions{})
 	recorder, tp := h.recordSpans()
@@ -93,7 +93,7 @@ func Test_batched_takes_and_outcomes_are_spans_linked_to_the_span_of_every_deliv
 	t.Logf("%d requests: %d take batches, %d outcome batches", n, len(byName["webhooks take batch"]), len(byName["webhooks outcome batch"]))
 }
 
-func Test_an_untraced_batcher_ignores_its_callers_spans_and_allocates_nothing_for_them(t *testing.T) {
+func TestAnUntracedBatcherIgnoresItsCallersSpansAndAllocatesNothingForThem(t *testing.T) {
 	write := func(_ context.Context, reqs []int) ([]int, error) { return reqs, nil }
 	tp := sdktrace.NewTracerProvider()
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })

@@ -18,7 +18,7 @@ func testDelivery(t *testing.T, now time.Time) (*Delivery, uuid.UUID) {
 	return d, claim
 }
 
-func Test_a_new_delivery_is_born_claimed_until_the_lease_ends(t *testing.T) {
+func TestANewDeliveryIsBornClaimedUntilTheLeaseEnds(t *testing.T) {
 	now := time.Now()
 	d, claim := testDelivery(t, now)
 	require.Equal(t, StatusPending, d.Status)
@@ -32,7 +32,7 @@ func Test_a_new_delivery_is_born_claimed_until_the_lease_ends(t *testing.T) {
 	require.True(t, d.IsClaimedBy(again))
 }
 
-func Test_failures_follow_the_schedule_then_the_delivery_fails(t *testing.T) {
+func TestFailuresFollowTheScheduleThenTheDeliveryFails(t *testing.T) {
 	now := time.Now()
 	d, claim := testDelivery(t, now)
 	schedule := []time.Duration{time.Second, time.Minute}
@@ -64,7 +64,7 @@ func Test_failures_follow_the_schedule_then_the_delivery_fails(t *testing.T) {
 	require.Equal(t, TriggerScheduled, d.NextTrigger)
 }
 
-func Test_success_clears_the_claim(t *testing.T) {
+func TestSuccessClearsTheClaim(t *testing.T) {
 	d, claim := testDelivery(t, time.Now())
 	d.MarkSucceeded(time.Now(), 204)
 	require.Equal(t, StatusSucceeded, d.Status)
@@ -73,7 +73,7 @@ func Test_success_clears_the_claim(t *testing.T) {
 	require.Nil(t, d.NextAttemptAt)
 }
 
-func Test_jitter_stays_within_twenty_percent(t *testing.T) {
+func TestJitterStaysWithinTwentyPercent(t *testing.T) {
 	for range 1000 {
 		j := jitter(10 * time.Second)
 		require.GreaterOrEqual(t, j, 8*time.Second)
@@ -81,7 +81,7 @@ func Test_jitter_stays_within_twenty_percent(t *testing.T) {
 	}
 }
 
-func Test_config_requires_a_lease_longer_than_the_send_timeout(t *testing.T) {
+func TestConfigRequiresALeaseLongerThanTheSendTimeout(t *testing.T) {
 	cfg := DefaultConfig()
 	require.NoError(t, cfg.Validate())
 	cfg.ClaimLease = cfg.SendTimeout
@@ -90,7 +90,7 @@ func Test_config_requires_a_lease_longer_than_the_send_timeout(t *testing.T) {
 	require.Error(t, err)
 }
 
-func Test_config_refuses_a_lease_that_cannot_cover_the_send_and_the_takes_write(t *testing.T) {
+func TestConfigRefusesALeaseThatCannotCoverTheSendAndTheTakesWrite(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.ClaimLease = cfg.SendTimeout + 2*minTakeWrite - time.Millisecond
 	err := cfg.Validate()
@@ -99,7 +99,7 @@ func Test_config_refuses_a_lease_that_cannot_cover_the_send_and_the_takes_write(
 	require.NoError(t, cfg.Validate())
 }
 
-func Test_a_lease_kept_or_restarted_by_a_take_covers_the_takes_write_and_the_send(t *testing.T) {
+func TestALeaseKeptOrRestartedByATakeCoversTheTakesWriteAndTheSend(t *testing.T) {
 	for _, c := range []struct{ send, lease time.Duration }{
 		{15 * time.Second, 2 * time.Minute}, {2 * time.Second, time.Minute}, {2 * time.Second, 10 * time.Second},
 		{200 * time.Millisecond, 2 * time.Second}, {500 * time.Millisecond, 1500 * time.Millisecond},

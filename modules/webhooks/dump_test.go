@@ -14,10 +14,10 @@ import (
 	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
-// Test_a_pg_dump_of_a_used_database_holds_no_plaintext_secret_or_header_value dumps the whole
+// TestAPgDumpOfAUsedDatabaseHoldsNoPlaintextSecretOrHeaderValue dumps the whole
 // database after subscriptions were created with secrets and headers, rotated, sent to and deleted,
 // and looks for every secret handed out (and its key's base64) and every header value.
-func Test_a_pg_dump_of_a_used_database_holds_no_plaintext_secret_or_header_value(t *testing.T) {
+func TestAPgDumpOfAUsedDatabaseHoldsNoPlaintextSecretOrHeaderValue(t *testing.T) {
 	pgDump, err := exec.LookPath("pg_dump")
 	if err != nil {
 		t.Skip("pg_dump is not installed")

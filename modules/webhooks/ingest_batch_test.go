@@ -17,7 +17,7 @@ import (
 	"github.com/keelson/keelson/platform/tenancy"
 )
 
-func Test_events_published_together_share_one_unit_of_work_and_each_caller_gets_its_own_answer(t *testing.T) {
+func TestEventsPublishedTogetherShareOneUnitOfWorkAndEachCallerGetsItsOwnAnswer(t *testing.T) {
 	const n = 40
 	h := newHarness(t, testConfig(), harnessOptions{})
 	recorder, _ := h.recordSpans()

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func Test_patterns_match_exact_types_prefixes_and_everything(t *testing.T) {
+func TestPatternsMatchExactTypesPrefixesAndEverything(t *testing.T) {
 	for _, tc := range []struct {
 		pattern, eventType string
 		match              bool
@@ -26,7 +26,7 @@ func Test_patterns_match_exact_types_prefixes_and_everything(t *testing.T) {
 	}
 }
 
-func Test_pattern_syntax_is_validated(t *testing.T) {
+func TestPatternSyntaxIsValidated(t *testing.T) {
 	for _, p := range []string{"*", "a", "a.b", "a.*", "a.b.*", "A_b-c.d"} {
 		require.NoError(t, validatePattern(p), p)
 	}

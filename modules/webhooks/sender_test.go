@@ -23,7 +23,7 @@ type captured struct {
 	body   []byte
 }
 
-func Test_the_sender_sends_the_signed_bytes_with_a_fresh_timestamp_and_the_same_id(t *testing.T) {
+func TestTheSenderSendsTheSignedBytesWithAFreshTimestampAndTheSameId(t *testing.T) {
 	var mu sync.Mutex
 	var got []captured
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -61,7 +61,7 @@ func Test_the_sender_sends_the_signed_bytes_with_a_fresh_timestamp_and_the_same_
 	require.NotEqual(t, got[0].header.Get("webhook-signature"), got[1].header.Get("webhook-signature"))
 }
 
-func Test_the_sender_classifies_failures(t *testing.T) {
+func TestTheSenderClassifiesFailures(t *testing.T) {
 	var redirected atomic.Int32
 	target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { redirected.Add(1) }))
 	defer target.Close()
@@ -115,7 +115,7 @@ func Test_the_sender_classifies_failures(t *testing.T) {
 	require.Zero(t, redirected.Load())
 }
 
-func Test_the_sender_speaks_HTTP2_to_a_TLS_receiver_that_offers_it_over_one_connection(t *testing.T) {
+func TestTheSenderSpeaksHTTP2ToATLSReceiverThatOffersItOverOneConnection(t *testing.T) {
 	var protos sync.Map
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		protos.Store(r.Proto, true)
@@ -157,7 +157,7 @@ func Test_the_sender_speaks_HTTP2_to_a_TLS_receiver_that_offers_it_over_one_conn
 	require.Equal(t, int32(1), conns.Load(), "21 requests, one connection")
 }
 
-func Test_signing_a_request_allocates_only_its_signature(t *testing.T) {
+func TestSigningARequestAllocatesOnlyItsSignature(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop HMAC states on purpose")
 	}
@@ -171,7 +171,7 @@ func Test_signing_a_request_allocates_only_its_signature(t *testing.T) {
 	require.LessOrEqual(t, allocs, 1.0, "the signature string; the HMAC state comes from the key's pool")
 }
 
-func Test_a_burst_as_large_as_the_replicas_concurrency_finds_its_connections_again_instead_of_dialing_anew(t *testing.T) {
+func TestABurstAsLargeAsTheReplicasConcurrencyFindsItsConnectionsAgainInsteadOfDialingAnew(t *testing.T) {
 	const concurrency, rounds = 200, 3 // 200: above any fixed pool a host was given
 	var dials, arrived atomic.Int64
 	released := make([]chan struct{}, rounds)

@@ -14,7 +14,7 @@ import (
 	"github.com/keelson/keelson/platform/apperr"
 )
 
-func Test_sign_reproduces_the_Standard_Webhooks_test_vector(t *testing.T) {
+func TestSignReproducesTheStandardWebhooksTestVector(t *testing.T) {
 	key, err := secretKey("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 	require.NoError(t, err)
 
@@ -31,7 +31,7 @@ func headersFor(id string, ts int64, sig string) http.Header {
 	return h
 }
 
-func Test_signatures_verify_with_the_reference_library_and_tampering_is_detected(t *testing.T) {
+func TestSignaturesVerifyWithTheReferenceLibraryAndTamperingIsDetected(t *testing.T) {
 	secret, err := newSecret()
 	require.NoError(t, err)
 	key, err := secretKey(secret)
@@ -58,7 +58,7 @@ func Test_signatures_verify_with_the_reference_library_and_tampering_is_detected
 	}
 }
 
-func Test_a_rotation_header_verifies_under_the_old_and_the_new_secret(t *testing.T) {
+func TestARotationHeaderVerifiesUnderTheOldAndTheNewSecret(t *testing.T) {
 	oldSecret, _ := newSecret()
 	newSecretValue, _ := newSecret()
 	oldKey, _ := secretKey(oldSecret)
@@ -77,7 +77,7 @@ func Test_a_rotation_header_verifies_under_the_old_and_the_new_secret(t *testing
 	require.Error(t, wh.Verify(body, h))
 }
 
-func Test_secrets_are_generated_with_32_random_bytes_and_validated(t *testing.T) {
+func TestSecretsAreGeneratedWith32RandomBytesAndValidated(t *testing.T) {
 	a, err := newSecret()
 	require.NoError(t, err)
 	b, _ := newSecret()
@@ -105,7 +105,7 @@ func Test_secrets_are_generated_with_32_random_bytes_and_validated(t *testing.T)
 	}
 }
 
-func Test_each_rotated_out_secret_signs_until_its_own_expiry(t *testing.T) {
+func TestEachRotatedOutSecretSignsUntilItsOwnExpiry(t *testing.T) {
 	now := time.Now()
 	sub, first, err := newSubscription(SubscriptionInput{URL: "https://example.com/hook", EventTypes: []string{"*"}}, now, targetPolicy{}, sealer{})
 	require.NoError(t, err)
@@ -142,7 +142,7 @@ func Test_each_rotated_out_secret_signs_until_its_own_expiry(t *testing.T) {
 	require.Len(t, at(5*time.Hour), 2, "the new secret and the first, whose expiry is its own")
 }
 
-func Test_a_rotation_beyond_the_bound_of_signing_secrets_is_refused_until_one_expires(t *testing.T) {
+func TestARotationBeyondTheBoundOfSigningSecretsIsRefusedUntilOneExpires(t *testing.T) {
 	now := time.Now()
 	sub, _, err := newSubscription(SubscriptionInput{URL: "https://example.com/hook", EventTypes: []string{"*"}}, now, targetPolicy{}, sealer{})
 	require.NoError(t, err)
@@ -160,7 +160,7 @@ func Test_a_rotation_beyond_the_bound_of_signing_secrets_is_refused_until_one_ex
 	require.NoError(t, err, "possible again once the first expired")
 }
 
-func Test_expire_previous_in_accepts_0_to_7_days(t *testing.T) {
+func TestExpirePreviousInAccepts0To7Days(t *testing.T) {
 	for in, want := range map[string]time.Duration{"": previousSecretTTL, "0s": 0, "90m": 90 * time.Minute, "168h": 7 * 24 * time.Hour} {
 		got, err := parseExpirePreviousIn(in)
 		require.NoError(t, err, in)

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func Test_the_classifier_refuses_every_non_public_address(t *testing.T) {
+func TestTheClassifierRefusesEveryNonPublicAddress(t *testing.T) {
 	for _, s := range []string{
 		"0.0.0.0", "0.1.2.3", "127.0.0.1", "127.255.255.254", "10.0.0.1", "172.16.0.1", "172.31.255.255",
 		"192.168.1.1", "169.254.169.254", "100.64.0.1", "100.127.255.255", "224.0.0.1", "239.255.255.255",
@@ -38,7 +38,7 @@ func Test_the_classifier_refuses_every_non_public_address(t *testing.T) {
 	}
 }
 
-func Test_the_dial_guard_refuses_loopback_and_names_that_resolve_to_it(t *testing.T) {
+func TestTheDialGuardRefusesLoopbackAndNamesThatResolveToIt(t *testing.T) {
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
 	defer srv.Close()
@@ -56,7 +56,7 @@ func Test_the_dial_guard_refuses_loopback_and_names_that_resolve_to_it(t *testin
 	require.Zero(t, hits.Load())
 }
 
-func Test_an_allow_listed_target_is_reached_while_the_guard_keeps_refusing_the_rest(t *testing.T) {
+func TestAnAllowListedTargetIsReachedWhileTheGuardKeepsRefusingTheRest(t *testing.T) {
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
 	defer srv.Close()
@@ -83,7 +83,7 @@ func Test_an_allow_listed_target_is_reached_while_the_guard_keeps_refusing_the_r
 	require.Error(t, validateTargetURL("http://127.0.0.1:9001/hooks", mustPolicy(t, "127.0.0.1:9000")))
 }
 
-func Test_an_allow_list_entry_must_be_host_and_port(t *testing.T) {
+func TestAnAllowListEntryMustBeHostAndPort(t *testing.T) {
 	for _, entry := range []string{"receiver", "receiver:", ":9000", "receiver:0", "receiver:65536", "receiver:http", "http://receiver:9000"} {
 		_, err := newTargetPolicy(false, []string{entry})
 		require.Error(t, err, entry)
@@ -95,7 +95,7 @@ func Test_an_allow_list_entry_must_be_host_and_port(t *testing.T) {
 	require.False(t, p.isAllowedTarget("receiver:9001"))
 }
 
-func Test_target_urls_are_validated_at_create_time(t *testing.T) {
+func TestTargetUrlsAreValidatedAtCreateTime(t *testing.T) {
 	guarded := targetPolicy{}
 	for _, u := range []string{
 		"https://example.com/hook", "http://example.com:8080/a?b=c", "https://hooks.example.com", "http://localhost:9000/x",

@@ -17,7 +17,7 @@ import (
 	"github.com/keelson/keelson/platform/tenancy"
 )
 
-func Test_a_claim_starts_one_attempt_and_a_new_claim_can_start_another(t *testing.T) {
+func TestAClaimStartsOneAttemptAndANewClaimCanStartAnother(t *testing.T) {
 	now := time.Now()
 	d, claim := testDelivery(t, now)
 	require.True(t, d.CanStartAttempt(claim))
@@ -92,7 +92,7 @@ func requestsEvent(t *testing.T, reqs []contract.DeliveryRequestedPayload) messa
 	return e
 }
 
-func Test_copies_of_one_request_handled_at_once_on_two_replicas_send_once_per_claim(t *testing.T) {
+func TestCopiesOfOneRequestHandledAtOnceOnTwoReplicasSendOncePerClaim(t *testing.T) {
 	const rounds = 30
 	a := newHarness(t, testConfig(), harnessOptions{})
 	b := newHarness(t, testConfig(), harnessOptions{database: a.database})
@@ -164,7 +164,7 @@ func Test_copies_of_one_request_handled_at_once_on_two_replicas_send_once_per_cl
 	t.Logf("%d rounds, %d claims, %d requests received, %.0f copies dropped as stale", rounds, claims, rc.count(), staleTotal(t, replicas))
 }
 
-func Test_copies_for_a_paused_subscription_send_nothing_and_each_delivery_is_sent_once_after_resume(t *testing.T) {
+func TestCopiesForAPausedSubscriptionSendNothingAndEachDeliveryIsSentOnceAfterResume(t *testing.T) {
 	a := newHarness(t, testConfig(), harnessOptions{})
 	b := newHarness(t, testConfig(), harnessOptions{database: a.database})
 	replicas := []*harness{a, b}
@@ -215,7 +215,7 @@ func Test_copies_for_a_paused_subscription_send_nothing_and_each_delivery_is_sen
 	}
 }
 
-func Test_a_claim_taken_by_a_consumer_that_died_is_claimed_again_after_the_lease_and_sent_once(t *testing.T) {
+func TestAClaimTakenByAConsumerThatDiedIsClaimedAgainAfterTheLeaseAndSentOnce(t *testing.T) {
 	cfg := testConfig()
 	cfg.SendTimeout, cfg.ClaimLease = 500*time.Millisecond, 2500*time.Millisecond // a take may write for 1 s
 	dead := newHarness(t, cfg, harnessOptions{})
@@ -293,7 +293,7 @@ func (h *harness) deliveryRequestsOf(id uuid.UUID) []contract.DeliveryRequestedP
 	return out
 }
 
-func Test_a_take_soon_after_the_claim_keeps_its_lease_and_a_late_one_restarts_it(t *testing.T) {
+func TestATakeSoonAfterTheClaimKeepsItsLeaseAndALateOneRestartsIt(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	h.subscribe("http://127.0.0.1:9/", "*")
 	ctx := tenantContext()

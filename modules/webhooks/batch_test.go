@@ -160,7 +160,7 @@ func TestOutcomesOfOneSubscriptionInOneBatchUpdateItsHealthAsIfWrittenInTurn(t *
 	failed := func(tk taken) outcome {
 		now := h.svc.now()
 		tk.attempt.Result, tk.attempt.ErrorClass = ResultFailed, errClassHTTPStatus
-		tk.delivery.MarkFailed(now, 500, "http_status: 500", h.svc.cfg.RetrySchedule, h.svc.jitter)
+		tk.delivery.MarkFailedRetryingAfter(now, 500, "http_status: 500", h.svc.cfg.RetrySchedule, h.svc.jitter, 0)
 		return outcome{delivery: tk.delivery, attempt: tk.attempt}
 	}
 	// failure, success, failure, failure: the run is the last two.

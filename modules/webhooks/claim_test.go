@@ -53,7 +53,7 @@ func TestShouldRefuseTheSecondClaimWhenTwoReplicasClaimTheSameRow(t *testing.T) 
 	require.Equal(t, "Delivery", conflict.EntityType())
 	stored, err := a.svc.store.delivery(ctx, id)
 	require.NoError(t, err)
-	require.True(t, stored.IsClaimedBy(winner), "the stored claim is the winner's")
+	require.Equal(t, winner, *stored.ClaimID, "the stored claim is the winner's")
 }
 
 // roundBarrier holds every UPDATE of a delivery until both contenders of a round reached theirs,
@@ -131,7 +131,7 @@ func TestSweepAgainstRedeliverOneCommitWinsEachRoundAndTheLoserLeavesNothing(t *
 			}
 		}
 		require.Len(t, requests, 2, "round %d: the fan-out's request and the winner's, none from the loser", round)
-		require.True(t, stored.IsClaimedBy(requests[1]), "round %d: the stored claim is the winner's", round)
+		require.Equal(t, requests[1], *stored.ClaimID, "round %d: the stored claim is the winner's", round)
 		if redeliverErr == nil {
 			redeliverWins++
 			require.Equal(t, *redelivered.ClaimID, requests[1])
@@ -210,7 +210,7 @@ func TestConcurrentRedeliveriesThroughTheAPIAnswer202Or409AndOnlyWinnersPublish(
 	require.Len(t, requests, before+won, "each 202 published one request, each 409 none")
 	stored, err := a.svc.store.delivery(tenantContext(), id)
 	require.NoError(t, err)
-	require.True(t, stored.IsClaimedBy(requests[len(requests)-1].ClaimID))
+	require.Equal(t, requests[len(requests)-1].ClaimID, *stored.ClaimID)
 }
 
 func TestTheSweepReportsTheDueBacklogAndClaimsExpiredLeases(t *testing.T) {
@@ -232,7 +232,7 @@ func TestTheSweepReportsTheDueBacklogAndClaimsExpiredLeases(t *testing.T) {
 		require.True(t, d.NextAttemptAt.After(time.Now().Add(testConfig().ClaimLease/2)), "claimed for a lease")
 		claimed := false
 		for _, r := range requests {
-			claimed = claimed || (r.DeliveryID == id && d.IsClaimedBy(r.ClaimID))
+			claimed = claimed || (r.DeliveryID == id && *d.ClaimID == r.ClaimID)
 		}
 		require.True(t, claimed, "the published request carries the stored claim")
 	}

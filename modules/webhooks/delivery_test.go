@@ -22,53 +22,57 @@ func TestANewDeliveryIsBornClaimedUntilTheLeaseEnds(t *testing.T) {
 	now := time.Now()
 	d, claim := testDelivery(t, now)
 	require.Equal(t, StatusPending, d.Status)
-	require.True(t, d.IsClaimedBy(claim))
-	require.False(t, d.IsClaimedBy(uuid.New()))
+	require.Equal(t, claim, *d.ClaimID)
 	require.Equal(t, now.Add(time.Minute), *d.NextAttemptAt)
 
 	again := d.Claim(now, time.Minute, "test")
-	require.NotEqual(t, claim, again)
-	require.False(t, d.IsClaimedBy(claim), "a new claim makes the previous one stale")
-	require.True(t, d.IsClaimedBy(again))
+	require.NotEqual(t, claim, again, "a new claim makes the previous one stale")
+	require.Equal(t, again, *d.ClaimID)
 }
 
 func TestFailuresFollowTheScheduleThenTheDeliveryFails(t *testing.T) {
 	now := time.Now()
-	d, claim := testDelivery(t, now)
+	d, _ := testDelivery(t, now)
 	schedule := []time.Duration{time.Second, time.Minute}
 
-	d.StartAttempt(now, time.Minute, time.Minute, "test")
-	require.False(t, d.MarkFailed(now, 500, "http_status: 500", schedule, noJitter))
-	require.False(t, d.IsClaimedBy(claim))
+	require.False(t, d.MarkFailedRetryingAfter(now, 500, "http_status: 500", schedule, noJitter, 0))
+	require.Nil(t, d.ClaimID, "a failure ends the claim")
 	require.Equal(t, now.Add(time.Second), *d.NextAttemptAt)
 	require.Equal(t, 500, *d.LastStatusCode)
 
 	d.Claim(now, time.Minute, "test")
-	d.StartAttempt(now, time.Minute, time.Minute, "test")
-	require.False(t, d.MarkFailed(now, 0, "timeout: slow", schedule, noJitter))
+	require.False(t, d.MarkFailedRetryingAfter(now, 0, "timeout: slow", schedule, noJitter, 0))
 	require.Nil(t, d.LastStatusCode)
 	require.Equal(t, now.Add(time.Minute), *d.NextAttemptAt)
 
 	d.Claim(now, time.Minute, "test")
-	d.StartAttempt(now, time.Minute, time.Minute, "test")
-	require.True(t, d.MarkFailed(now, 503, "http_status: 503", schedule, noJitter))
+	require.True(t, d.MarkFailedRetryingAfter(now, 503, "http_status: 503", schedule, noJitter, 0))
 	require.Equal(t, StatusFailed, d.Status)
-	require.Equal(t, 3, d.AttemptCount)
 	require.Nil(t, d.NextAttemptAt)
 
-	claim = d.Redeliver(now, time.Minute, "test")
-	require.True(t, d.IsClaimedBy(claim))
+	claim := d.Redeliver(now, time.Minute, "test")
+	require.Equal(t, StatusPending, d.Status)
+	require.Equal(t, claim, *d.ClaimID)
 	require.Equal(t, TriggerRedeliver, d.NextTrigger)
-	require.Equal(t, 4, d.NextAttemptNumber())
-	require.False(t, d.MarkFailed(now, 500, "again", schedule, noJitter), "a redelivery starts a fresh round")
+	require.False(t, d.MarkFailedRetryingAfter(now, 500, "again", schedule, noJitter, 0), "a redelivery starts a fresh round")
 	require.Equal(t, TriggerScheduled, d.NextTrigger)
 }
 
+func TestAReceiversRetryAfterReplacesTheScheduledDelayButNotTheScheduleBound(t *testing.T) {
+	now := time.Now()
+	d, _ := testDelivery(t, now)
+	schedule := []time.Duration{time.Second}
+	require.False(t, d.MarkFailedRetryingAfter(now, 429, "http_status: 429", schedule, jitter, 30*time.Second))
+	require.Equal(t, now.Add(30*time.Second), *d.NextAttemptAt, "no jitter on the receiver's own delay")
+	d.Claim(now, time.Minute, "test")
+	require.True(t, d.MarkFailedRetryingAfter(now, 429, "http_status: 429", schedule, jitter, 30*time.Second))
+	require.Equal(t, StatusFailed, d.Status)
+}
+
 func TestSuccessClearsTheClaim(t *testing.T) {
-	d, claim := testDelivery(t, time.Now())
+	d, _ := testDelivery(t, time.Now())
 	d.MarkSucceeded(time.Now(), 204)
 	require.Equal(t, StatusSucceeded, d.Status)
-	require.False(t, d.IsClaimedBy(claim))
 	require.Nil(t, d.ClaimID)
 	require.Nil(t, d.NextAttemptAt)
 }

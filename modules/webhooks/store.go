@@ -94,9 +94,12 @@ type takeResult struct {
 	ok bool
 }
 
-// takeClaims applies Delivery.CanStartAttempt and StartAttempt to a batch of (delivery, claim) pairs in
-// one statement, opening each taken attempt and closing abandoned ones, and returns what to send: the
-// consumer's only read, on the batch's terms; each delivery comes at most once.
+// takeClaims takes a batch of (delivery, claim) pairs in one statement: a pair is taken only while its
+// delivery is pending under that claim and no attempt was started under it (one claim sends once); the
+// take marks the claim sent, counts the attempt and restarts the lease unless enough of it is left
+// (keptLease). claim_rules_test.go states these rules case by case. It opens each taken attempt and
+// closes abandoned ones, and returns what to send: the consumer's only read, on the batch's terms;
+// each delivery comes at most once.
 //
 // The subscription must be active; its row is read under FOR KEY SHARE, which a status change's
 // FOR UPDATE waits for (and which waits for it, then re-reads the new status): once a pause commits,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
@@ -60,7 +61,7 @@ func TestAPgDumpOfAUsedDatabaseHoldsNoPlaintextSecretOrHeaderValue(t *testing.T)
 	require.True(t, strings.Contains(text, ids[2]), "the dump holds the subscriptions")
 	require.True(t, strings.Contains(text, "v1:k1:"), "and their sealed values")
 	for _, secret := range handedOut {
-		require.False(t, strings.Contains(text, strings.TrimPrefix(secret, secretPrefix)), "the dump holds the secret %s", secret)
+		require.False(t, strings.Contains(text, strings.TrimPrefix(secret, signing.Prefix)), "the dump holds the secret %s", secret)
 	}
 	for _, v := range headerValues {
 		require.False(t, strings.Contains(text, v), "the dump holds the header value %q", v)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	"github.com/stretchr/testify/require"
 )
 
@@ -60,7 +61,7 @@ func TestADeletedSubscriptionsOpenedKeysLeaveTheReplicaThatDeletedItAtOnceAndAno
 func TestTheOpenedCacheKeepsAtMostItsLimitAndDropsTheLeastRecentlyUsed(t *testing.T) {
 	const limit = 100
 	c := &openedCache{max: limit}
-	secret, err := newSecret()
+	secret, err := signing.NewSecret()
 	require.NoError(t, err)
 	subs := make([]*Subscription, 3*limit)
 	start := time.Now()
@@ -83,7 +84,7 @@ func TestTheOpenedCacheKeepsAtMostItsLimitAndDropsTheLeastRecentlyUsed(t *testin
 
 func TestKeysOpenedFromARowReadBeforeTheReplicaForgotTheSubscriptionAreNotKept(t *testing.T) {
 	c := &openedCache{}
-	secret, err := newSecret()
+	secret, err := signing.NewSecret()
 	require.NoError(t, err)
 	sub := &Subscription{ID: uuid.New(), Secret: secret, Version: 1}
 
@@ -103,7 +104,7 @@ func TestKeysOpenedFromARowReadBeforeTheReplicaForgotTheSubscriptionAreNotKept(t
 
 func TestTheReplicasLoopDropsIdleOpenedKeysWithoutAnySendAndEndsWithItsContext(t *testing.T) {
 	c := &openedCache{}
-	secret, err := newSecret()
+	secret, err := signing.NewSecret()
 	require.NoError(t, err)
 	sub := &Subscription{ID: uuid.New(), Secret: secret, Version: 1}
 	start := time.Now()

@@ -12,6 +12,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	"github.com/keelson/keelson/platform/concurrency"
 )
 
@@ -60,9 +61,9 @@ func TestTwentyConcurrentRotationsOnTwoReplicasLeaveEverySecretHandedOutVerifyin
 		require.NoError(t, err)
 		body, msgID, ts := []byte(`{"n":1}`), "msg_rotation", time.Now().Unix()
 		header := http.Header{}
-		header.Set(headerID, msgID)
-		header.Set(headerTimestamp, strconv.FormatInt(ts, 10))
-		header.Set(headerSignature, signatureHeader(signingKeysOf(keys), msgID, ts, body))
+		header.Set(signing.HeaderID, msgID)
+		header.Set(signing.HeaderTimestamp, strconv.FormatInt(ts, 10))
+		header.Set(signing.HeaderSignature, signing.Header(signing.KeysOf(keys), msgID, ts, body))
 		wh, err := standardwebhooks.NewWebhook(secret)
 		require.NoError(t, err)
 		return wh.Verify(body, header) == nil

@@ -12,6 +12,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/secrets"
 )
@@ -103,7 +104,7 @@ func TestSecretsAndHeaderValuesAreStoredSealedAndOpenedOnlyToSignAndSend(t *test
 	r = h.call(http.MethodPost, "/subscriptions/"+id+"/rotate-secret", nil)
 	require.Equal(t, http.StatusOK, r.status, string(r.body))
 	rotated := r.json(t)["secret"].(string)
-	require.True(t, strings.HasPrefix(rotated, secretPrefix))
+	require.True(t, strings.HasPrefix(rotated, signing.Prefix))
 	row := h.storedSecrets(id)
 	requireSealedUnder(t, row, "k1")
 	require.NotContains(t, row.Secret, rotated)

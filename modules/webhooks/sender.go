@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 )
 
 // Error classes of a failed attempt (stored with the attempt, labelled in metrics).
@@ -38,7 +40,7 @@ type outgoing struct {
 	URL       string
 	MessageID string            // the event id: the same on every attempt
 	Body      []byte            // signed and sent byte for byte
-	Keys      []signingKey      // current secret first, then a rotated-out one still in its grace period
+	Keys      []signing.Key     // current secret first, then a rotated-out one still in its grace period
 	Headers   map[string]string // the subscription's own; names the sender sets are refused at validation
 }
 
@@ -118,9 +120,9 @@ func (s *sender) send(ctx context.Context, out outgoing) sendResult {
 		req.Header.Set(name, value)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(headerID, out.MessageID)
-	req.Header.Set(headerTimestamp, strconv.FormatInt(ts, 10))
-	req.Header.Set(headerSignature, signatureHeader(out.Keys, out.MessageID, ts, out.Body))
+	req.Header.Set(signing.HeaderID, out.MessageID)
+	req.Header.Set(signing.HeaderTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(signing.HeaderSignature, signing.Header(out.Keys, out.MessageID, ts, out.Body))
 
 	resp, err := s.client.Do(req)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 )
@@ -34,15 +35,15 @@ func TestTheSenderSendsTheSignedBytesWithAFreshTimestampAndTheSameId(t *testing.
 		_, _ = w.Write([]byte(strings.Repeat("é", 1000))) // 2000 bytes, multi-byte runes
 	}))
 	defer srv.Close()
-	secret, _ := newSecret()
-	key, _ := secretKey(secret)
+	secret, _ := signing.NewSecret()
+	key, _ := signing.SecretKey(secret)
 	body := []byte(`{"id":"evt_9","type":"a.b","timestamp":"2026-01-01T00:00:00Z","data":{"k":"v"}}`)
 	clock := time.Unix(1_700_000_000, 0)
 	s := newSender(time.Second, targetPolicy{allowPrivate: true}, 8, func() time.Time { return clock })
 
-	first := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_9", Body: body, Keys: []signingKey{newSigningKey(key)}})
+	first := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_9", Body: body, Keys: []signing.Key{signing.NewKey(key)}})
 	clock = clock.Add(90 * time.Second)
-	second := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_9", Body: body, Keys: []signingKey{newSigningKey(key)}})
+	second := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_9", Body: body, Keys: []signing.Key{signing.NewKey(key)}})
 
 	require.True(t, first.Succeeded())
 	require.True(t, second.Succeeded())
@@ -85,7 +86,7 @@ func TestTheSenderClassifiesFailures(t *testing.T) {
 	key := make([]byte, 32)
 	s := newSender(200*time.Millisecond, targetPolicy{allowPrivate: true}, 8, time.Now)
 	send := func(s *sender, url string) sendResult {
-		return s.send(context.Background(), outgoing{URL: url, MessageID: "m", Body: []byte(`{}`), Keys: []signingKey{newSigningKey(key)}})
+		return s.send(context.Background(), outgoing{URL: url, MessageID: "m", Body: []byte(`{}`), Keys: []signing.Key{signing.NewKey(key)}})
 	}
 
 	r := send(s, srv.URL+"/redirect")
@@ -132,17 +133,17 @@ func TestTheSenderSpeaksHTTP2ToATLSReceiverThatOffersItOverOneConnection(t *test
 	defer srv.Close()
 	s := newSender(5*time.Second, targetPolicy{allowPrivate: true}, 8, time.Now)
 	s.client.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
-	secret, err := newSecret()
+	secret, err := signing.NewSecret()
 	require.NoError(t, err)
-	key, _ := secretKey(secret)
+	key, _ := signing.SecretKey(secret)
 
 	// One send opens the connection; then many at once share it.
-	require.True(t, s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_0", Body: []byte(`{}`), Keys: []signingKey{newSigningKey(key)}}).Succeeded())
+	require.True(t, s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_0", Body: []byte(`{}`), Keys: []signing.Key{signing.NewKey(key)}}).Succeeded())
 	var wg sync.WaitGroup
 	var failed atomic.Int32
 	for i := range 20 {
 		wg.Go(func() {
-			res := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_" + strconv.Itoa(i+1), Body: []byte(`{}`), Keys: []signingKey{newSigningKey(key)}})
+			res := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_" + strconv.Itoa(i+1), Body: []byte(`{}`), Keys: []signing.Key{signing.NewKey(key)}})
 			if !res.Succeeded() {
 				failed.Add(1)
 			}
@@ -161,13 +162,13 @@ func TestSigningARequestAllocatesOnlyItsSignature(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop HMAC states on purpose")
 	}
-	secret, err := newSecret()
+	secret, err := signing.NewSecret()
 	require.NoError(t, err)
-	key, _ := secretKey(secret)
-	keys := []signingKey{newSigningKey(key)}
+	key, _ := signing.SecretKey(secret)
+	keys := []signing.Key{signing.NewKey(key)}
 	body := []byte(strings.Repeat(`{"k":"v"}`, 100))
-	signatureHeader(keys, "evt_1", 1_700_000_000, body) // the pool's first HMAC state
-	allocs := testing.AllocsPerRun(200, func() { signatureHeader(keys, "evt_1", 1_700_000_000, body) })
+	signing.Header(keys, "evt_1", 1_700_000_000, body) // the pool's first HMAC state
+	allocs := testing.AllocsPerRun(200, func() { signing.Header(keys, "evt_1", 1_700_000_000, body) })
 	require.LessOrEqual(t, allocs, 1.0, "the signature string; the HMAC state comes from the key's pool")
 }
 

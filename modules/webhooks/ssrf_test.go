@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	"github.com/stretchr/testify/require"
 )
 
@@ -69,7 +70,7 @@ func TestAnAllowListedTargetIsReachedWhileTheGuardKeepsRefusingTheRest(t *testin
 	require.NoError(t, err)
 	s := newSender(time.Second, policy, 8, time.Now)
 	send := func(url string) sendResult {
-		return s.send(context.Background(), outgoing{URL: url, MessageID: "msg_1", Body: []byte("{}"), Keys: []signingKey{newSigningKey([]byte("k"))}})
+		return s.send(context.Background(), outgoing{URL: url, MessageID: "msg_1", Body: []byte("{}"), Keys: []signing.Key{signing.NewKey([]byte("k"))}})
 	}
 
 	require.True(t, send("http://localhost:"+port+"/hooks").Succeeded())

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/database"
@@ -106,14 +107,14 @@ func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy, 
 	checkErr(&v, "rate_limit", err)
 	secret := in.Secret
 	if secret != "" {
-		_, err := secretKey(secret)
+		_, err := signing.SecretKey(secret)
 		checkErr(&v, "secret", err)
 	}
 	if err := v.Err(); err != nil {
 		return nil, "", err
 	}
 	if secret == "" {
-		if secret, err = newSecret(); err != nil {
+		if secret, err = signing.NewSecret(); err != nil {
 			return nil, "", err
 		}
 	}
@@ -214,7 +215,7 @@ func (s *Subscription) rotateSecret(now time.Time, expirePreviousIn time.Duratio
 			"%d rotated-out secrets still sign; rotate with expire_previous_in \"0s\" or once one of them expired (at %s)",
 			len(previous), previous.earliestExpiry().UTC().Format(time.RFC3339)))
 	}
-	secret, err := newSecret()
+	secret, err := signing.NewSecret()
 	if err != nil {
 		return "", err
 	}
@@ -256,7 +257,7 @@ func (s *Subscription) openSigningKeys(now time.Time, seal sealer) (keys [][]byt
 	if err != nil {
 		return nil, nil, err
 	}
-	key, err := secretKey(secret)
+	key, err := signing.SecretKey(secret)
 	if err != nil {
 		return nil, nil, fmt.Errorf("subscription %s: stored secret: %w", s.ID, err)
 	}
@@ -266,7 +267,7 @@ func (s *Subscription) openSigningKeys(now time.Time, seal sealer) (keys [][]byt
 		if err != nil {
 			return nil, nil, err
 		}
-		if prev, err := secretKey(previous); err == nil {
+		if prev, err := signing.SecretKey(previous); err == nil {
 			keys = append(keys, prev)
 			expiries = append(expiries, ps.ExpiresAt)
 		}

@@ -41,6 +41,7 @@ import (
 
 	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/modules/webhooks/contract"
+	"github.com/keelson/keelson/modules/webhooks/internal/egress"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/jobs"
@@ -170,7 +171,7 @@ func (c Config) Validate() error {
 	if c.SweepBatch < 0 {
 		errs = append(errs, errors.New("webhooks: SweepBatch must not be negative"))
 	}
-	if _, err := newTargetPolicy(c.AllowPrivateTargets, c.AllowedTargets); err != nil {
+	if _, err := egress.NewPolicy(c.AllowPrivateTargets, c.AllowedTargets); err != nil {
 		errs = append(errs, fmt.Errorf("webhooks: AllowedTargets: %w", err))
 	}
 	if c.RetryAfterMax < 0 {
@@ -262,7 +263,7 @@ type Service struct {
 	store   store
 	events  module.EventPublisher
 	catalog *module.Catalog
-	targets targetPolicy
+	targets egress.Policy
 	sender  *sender
 	log     *slog.Logger
 	metrics *metrics
@@ -300,7 +301,7 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	targets, err := newTargetPolicy(cfg.AllowPrivateTargets, cfg.AllowedTargets)
+	targets, err := egress.NewPolicy(cfg.AllowPrivateTargets, cfg.AllowedTargets)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: AllowedTargets: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/egress"
 	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 )
 
@@ -80,10 +81,10 @@ type sender struct {
 // which the endpoints of many subscriptions may share, keeps as many idle connections as requests can
 // be in flight to it, so a burst that used them all finds them again instead of dialing anew; all
 // hosts together keep four times that.
-func newSender(timeout time.Duration, targets targetPolicy, concurrency int, now func() time.Time) *sender {
+func newSender(timeout time.Duration, targets egress.Policy, concurrency int, now func() time.Time) *sender {
 	transport := &http.Transport{
 		Proxy:                  nil, // a proxy would connect on our behalf and bypass the dial guard
-		DialContext:            targets.dialContext(timeout),
+		DialContext:            targets.DialContext(timeout),
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           4 * concurrency,
 		MaxIdleConnsPerHost:    concurrency,
@@ -195,7 +196,7 @@ const maxRetryAfter = 365 * 24 * time.Hour
 func classifyTransportError(err error) string {
 	var netErr net.Error
 	switch {
-	case errors.Is(err, errBlockedAddress):
+	case errors.Is(err, egress.ErrBlockedAddress):
 		return errClassSSRFBlocked
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
 		return errClassTimeout

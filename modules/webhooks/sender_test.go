@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/egress"
 	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
@@ -39,7 +40,7 @@ func TestTheSenderSendsTheSignedBytesWithAFreshTimestampAndTheSameId(t *testing.
 	key, _ := signing.SecretKey(secret)
 	body := []byte(`{"id":"evt_9","type":"a.b","timestamp":"2026-01-01T00:00:00Z","data":{"k":"v"}}`)
 	clock := time.Unix(1_700_000_000, 0)
-	s := newSender(time.Second, targetPolicy{allowPrivate: true}, 8, func() time.Time { return clock })
+	s := newSender(time.Second, egress.Policy{AllowPrivate: true}, 8, func() time.Time { return clock })
 
 	first := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_9", Body: body, Keys: []signing.Key{signing.NewKey(key)}})
 	clock = clock.Add(90 * time.Second)
@@ -84,7 +85,7 @@ func TestTheSenderClassifiesFailures(t *testing.T) {
 	closed.Close()
 
 	key := make([]byte, 32)
-	s := newSender(200*time.Millisecond, targetPolicy{allowPrivate: true}, 8, time.Now)
+	s := newSender(200*time.Millisecond, egress.Policy{AllowPrivate: true}, 8, time.Now)
 	send := func(s *sender, url string) sendResult {
 		return s.send(context.Background(), outgoing{URL: url, MessageID: "m", Body: []byte(`{}`), Keys: []signing.Key{signing.NewKey(key)}})
 	}
@@ -107,7 +108,7 @@ func TestTheSenderClassifiesFailures(t *testing.T) {
 	r = send(s, closedURL)
 	require.Equal(t, errClassConnection, r.ErrorClass)
 
-	guarded := newSender(time.Second, targetPolicy{}, 8, time.Now)
+	guarded := newSender(time.Second, egress.Policy{}, 8, time.Now)
 	r = send(guarded, target.URL)
 	require.Equal(t, errClassSSRFBlocked, r.ErrorClass)
 	require.Zero(t, r.StatusCode)
@@ -131,7 +132,7 @@ func TestTheSenderSpeaksHTTP2ToATLSReceiverThatOffersItOverOneConnection(t *test
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	defer srv.Close()
-	s := newSender(5*time.Second, targetPolicy{allowPrivate: true}, 8, time.Now)
+	s := newSender(5*time.Second, egress.Policy{AllowPrivate: true}, 8, time.Now)
 	s.client.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
 	secret, err := signing.NewSecret()
 	require.NoError(t, err)
@@ -198,7 +199,7 @@ func TestABurstAsLargeAsTheReplicasConcurrencyFindsItsConnectionsAgainInsteadOfD
 	}
 	srv.Start()
 	defer srv.Close()
-	s := newSender(10*time.Second, targetPolicy{allowPrivate: true}, concurrency, time.Now)
+	s := newSender(10*time.Second, egress.Policy{AllowPrivate: true}, concurrency, time.Now)
 
 	for round := range rounds {
 		var wg sync.WaitGroup

@@ -6,13 +6,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/egress"
 	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	"github.com/keelson/keelson/platform/apperr"
 )
 
 func TestEachRotatedOutSecretSignsUntilItsOwnExpiry(t *testing.T) {
 	now := time.Now()
-	sub, first, err := newSubscription(SubscriptionInput{URL: "https://example.com/hook", EventTypes: []string{"*"}}, now, targetPolicy{}, sealer{})
+	sub, first, err := newSubscription(SubscriptionInput{URL: "https://example.com/hook", EventTypes: []string{"*"}}, now, egress.Policy{}, sealer{})
 	require.NoError(t, err)
 	keys, err := sub.signingKeys(now, sealer{})
 	require.NoError(t, err)
@@ -49,7 +50,7 @@ func TestEachRotatedOutSecretSignsUntilItsOwnExpiry(t *testing.T) {
 
 func TestARotationBeyondTheBoundOfSigningSecretsIsRefusedUntilOneExpires(t *testing.T) {
 	now := time.Now()
-	sub, _, err := newSubscription(SubscriptionInput{URL: "https://example.com/hook", EventTypes: []string{"*"}}, now, targetPolicy{}, sealer{})
+	sub, _, err := newSubscription(SubscriptionInput{URL: "https://example.com/hook", EventTypes: []string{"*"}}, now, egress.Policy{}, sealer{})
 	require.NoError(t, err)
 	for i := range maxPreviousSecrets {
 		_, err := sub.rotateSecret(now.Add(time.Duration(i)*time.Minute), previousSecretTTL, sealer{})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/egress"
 	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/concurrency"
@@ -85,7 +86,7 @@ type SubscriptionPatch struct {
 
 // newSubscription validates the input and returns the subscription, its secret and header values
 // sealed, and the secret in plaintext (shown once).
-func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy, seal sealer) (*Subscription, string, error) {
+func newSubscription(in SubscriptionInput, now time.Time, targets egress.Policy, seal sealer) (*Subscription, string, error) {
 	var v apperr.Validator
 	checkErr(&v, "url", validateTargetURL(in.URL, targets))
 	patterns, err := normalizePatterns(in.EventTypes)
@@ -138,7 +139,7 @@ func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy, 
 }
 
 // apply validates and applies a patch; new header values are sealed.
-func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets targetPolicy, seal sealer) error {
+func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets egress.Policy, seal sealer) error {
 	var v apperr.Validator
 	var patterns []string
 	if p.URL != nil {
@@ -278,7 +279,7 @@ func (s *Subscription) openSigningKeys(now time.Time, seal sealer) (keys [][]byt
 // validateTargetURL accepts absolute http(s) URLs with a host, a port in 1–65535 and no credentials.
 // A literal IP that is not public is refused here (unless allowed); host names are judged at dial
 // time by the guard.
-func validateTargetURL(raw string, targets targetPolicy) error {
+func validateTargetURL(raw string, targets egress.Policy) error {
 	if raw == "" {
 		return errors.New("must not be empty")
 	}
@@ -309,13 +310,13 @@ func validateTargetURL(raw string, targets targetPolicy) error {
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	} else if _, err := parsePort(port); err != nil {
+	} else if _, err := egress.ParsePort(port); err != nil {
 		return err
 	}
-	if targets.allowPrivate || targets.isAllowedTarget(net.JoinHostPort(host, port)) {
+	if targets.AllowPrivate || targets.IsAllowedTarget(net.JoinHostPort(host, port)) {
 		return nil
 	}
-	if ip, err := netip.ParseAddr(host); err == nil && !isPublicAddress(ip) {
+	if ip, err := netip.ParseAddr(host); err == nil && !egress.IsPublicAddress(ip) {
 		return errors.New("must not target a private, loopback, link-local or otherwise non-public address")
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/modules/webhooks/internal/egress"
+	"github.com/keelson/keelson/modules/webhooks/internal/eventtype"
 	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/concurrency"
@@ -89,7 +90,7 @@ type SubscriptionPatch struct {
 func newSubscription(in SubscriptionInput, now time.Time, targets egress.Policy, seal sealer) (*Subscription, string, error) {
 	var v apperr.Validator
 	checkErr(&v, "url", validateTargetURL(in.URL, targets))
-	patterns, err := normalizePatterns(in.EventTypes)
+	patterns, err := eventtype.NormalizePatterns(in.EventTypes)
 	checkErr(&v, "event_types", err)
 	checkErr(&v, "description", validateDescription(in.Description))
 	status := StatusActive
@@ -147,7 +148,7 @@ func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets egress.
 	}
 	if p.EventTypes != nil {
 		var err error
-		patterns, err = normalizePatterns(*p.EventTypes)
+		patterns, err = eventtype.NormalizePatterns(*p.EventTypes)
 		checkErr(&v, "event_types", err)
 	}
 	if p.Description != nil {

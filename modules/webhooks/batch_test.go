@@ -283,7 +283,7 @@ func TestCopiesOfOneClaimInOneBatchAreTakenOnce(t *testing.T) {
 			r := req
 			r.AttemptID = uuid.Must(uuid.NewV7())
 			var err error
-			results[i], err = h.svc.takes.do(context.Background(), r)
+			results[i], err = h.svc.takes.Do(context.Background(), r)
 			require.NoError(t, err)
 		}()
 	}

@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"context"
 	"net/http"
 	"sync"
 	"testing"
@@ -91,27 +90,4 @@ func TestBatchedTakesAndOutcomesAreSpansLinkedToTheSpanOfEveryDeliveryInTheirBat
 		require.Equal(t, 1, outcomes[a.SpanContext().SpanID()], "one outcome batch links to attempt %s", a.SpanContext().SpanID())
 	}
 	t.Logf("%d requests: %d take batches, %d outcome batches", n, len(byName["webhooks take batch"]), len(byName["webhooks outcome batch"]))
-}
-
-func TestAnUntracedBatcherIgnoresItsCallersSpansAndAllocatesNothingForThem(t *testing.T) {
-	write := func(_ context.Context, reqs []int) ([]int, error) { return reqs, nil }
-	tp := sdktrace.NewTracerProvider()
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	inSpan, span := tp.Tracer("test").Start(context.Background(), "caller")
-	defer span.End()
-	per := func(b *batcher[int, int], ctx context.Context) float64 {
-		return testing.AllocsPerRun(1000, func() {
-			if _, err := b.do(ctx, 1); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-	untraced := newBatcher(64, write)
-	bare, spanned := per(untraced, context.Background()), per(untraced, inSpan)
-	traced := newBatcher(64, write)
-	traced.traced(tp.Tracer("test"), "batch")
-	withSpans := per(traced, inSpan)
-	t.Logf("allocations per request: %.1f untraced, %.1f untraced in a caller's span, %.1f traced", bare, spanned, withSpans)
-	require.Equal(t, bare, spanned, "tracing off: a caller's span costs the batcher nothing")
-	require.Greater(t, withSpans, bare, "tracing on: the batch's span and links")
 }

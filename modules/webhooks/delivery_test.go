@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/keelson/keelson/modules/webhooks/internal/groupcommit"
 	"github.com/stretchr/testify/require"
 )
 
@@ -114,7 +115,7 @@ func TestALeaseKeptOrRestartedByATakeCoversTheTakesWriteAndTheSend(t *testing.T)
 		require.NoError(t, cfg.Validate())
 		write := cfg.takeWriteBound()
 		require.GreaterOrEqual(t, write, minTakeWrite, "%+v", c)
-		require.LessOrEqual(t, write, batchWriteTimeout, "%+v", c)
+		require.LessOrEqual(t, write, groupcommit.WriteTimeout, "%+v", c)
 		require.LessOrEqual(t, write+c.send, c.lease, "a restarted lease covers the write and the send: %+v", c)
 		keep := keptLease(c.lease, c.send, write)
 		require.GreaterOrEqual(t, keep, write+c.send, "a kept lease covers them too: %+v", c)

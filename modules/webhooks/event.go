@@ -143,7 +143,7 @@ func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {
 		return Ingested{}, err
 	}
 	if !database.InTx(ctx) {
-		res, err := s.ingests.do(ctx, ingestRequest{ctx: ctx, tenant: tenant, in: in})
+		res, err := s.ingests.Do(ctx, ingestRequest{ctx: ctx, tenant: tenant, in: in})
 		if err != nil {
 			return Ingested{}, err
 		}

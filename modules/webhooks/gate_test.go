@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/groupcommit"
 	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
@@ -210,13 +211,12 @@ func TestASendGivesItsEndpointsPlaceBackBeforeItsOutcomeIsWritten(t *testing.T) 
 	reqs := h.deliveryRequests()
 	require.Len(t, reqs, 1)
 
-	write := h.svc.outcomes.write
 	writing, proceed := make(chan struct{}), make(chan struct{})
-	h.svc.outcomes.write = func(ctx context.Context, batch []outcome) ([]committed, error) {
+	h.svc.outcomes = groupcommit.New(outcomeBatch, func(ctx context.Context, batch []outcome) ([]committed, error) {
 		close(writing)
 		<-proceed
-		return write(ctx, batch)
-	}
+		return h.svc.writeOutcomes(ctx, batch)
+	})
 	done := make(chan error, 1)
 	go func() { done <- h.svc.attemptWithinLimits(tenantContext(), reqs[0]) }()
 	select {

@@ -65,9 +65,8 @@ func TestEventsPublishedTogetherShareOneUnitOfWorkAndEachCallerGetsItsOwnAnswer(
 		}()
 	}
 	queued := func() int {
-		h.svc.ingests.mu.Lock()
-		defer h.svc.ingests.mu.Unlock()
-		return len(h.svc.ingests.queue)
+		n, _ := h.svc.ingests.State()
+		return n
 	}
 	run(calls[0], 0)
 	require.Eventually(t, func() bool { return queued() == 0 && batchRunning(h) }, 30*time.Second, 5*time.Millisecond,
@@ -133,7 +132,6 @@ func TestEventsPublishedTogetherShareOneUnitOfWorkAndEachCallerGetsItsOwnAnswer(
 }
 
 func batchRunning(h *harness) bool {
-	h.svc.ingests.mu.Lock()
-	defer h.svc.ingests.mu.Unlock()
-	return h.svc.ingests.running
+	_, running := h.svc.ingests.State()
+	return running
 }

@@ -36,7 +36,7 @@ func IsPublicAddress(ip netip.Addr) bool {
 // address when private targets are allowed (dev and tests), and the exact host:port pairs of an
 // allow-list (a receiver on the compose network) without switching the guard off for the rest.
 type Policy struct {
-	AllowPrivate bool // every address is reachable: development and tests only
+	AllowPrivate bool            // every address is reachable: development and tests only
 	allowed      map[string]bool // canonical host:port
 }
 

@@ -188,7 +188,7 @@ type CreateSubscriptionRequest struct {
 	Enabled *bool `json:"enabled,omitempty"`
 
 	// EventTypes 1–50 patterns: an exact type, "prefix.*" or "*"
-	EventTypes *[]string          `json:"event_types"`
+	EventTypes []string           `json:"event_types"`
 	Headers    *map[string]string `json:"headers,omitempty"`
 
 	// RateLimit requests per second, 0.1–10000; 0 or absent = no limit
@@ -213,7 +213,7 @@ type CreateTokenRequest struct {
 	Name      *string `json:"name,omitempty"`
 
 	// Scopes webhooks:read, webhooks:write, conversations:read, conversations:write, proposals:decide, admin
-	Scopes *[]string `json:"scopes"`
+	Scopes []string `json:"scopes"`
 
 	// Tenant tenant name or id; default the caller's. Only the default tenant's admin tokens create tokens of other tenants.
 	Tenant *string `json:"tenant,omitempty"`
@@ -316,7 +316,7 @@ type ListTokenResponse struct {
 
 // MessageRequest defines model for MessageRequest.
 type MessageRequest struct {
-	Content *string `json:"content"`
+	Content string `json:"content"`
 }
 
 // MessageResponse defines model for MessageResponse.
@@ -408,7 +408,8 @@ type ProposalResponse struct {
 
 // PublishEventRequest defines model for PublishEventRequest.
 type PublishEventRequest struct {
-	Data interface{} `json:"data"`
+	// Data the event's payload, a JSON object
+	Data map[string]interface{} `json:"data"`
 
 	// Id the client's id; the same id again is a no-op
 	Id   *string `json:"id,omitempty"`
@@ -527,7 +528,7 @@ type TenantResponse struct {
 
 // TitleRequest defines model for TitleRequest.
 type TitleRequest struct {
-	Title *string `json:"title"`
+	Title string `json:"title"`
 }
 
 // TokenResponse defines model for TokenResponse.

@@ -9,7 +9,6 @@ import (
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 
-	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/tenancy"
 )
@@ -62,12 +61,12 @@ func (h handlers) overview(ctx context.Context, in *overviewIn) (*overviewOut, e
 		}
 		id, err := uuid.Parse(raw)
 		if err != nil {
-			return nil, apperr.Invalid("subscription_ids", "comma-separated subscription ids; "+raw+" is not one")
+			return nil, httpapi.InvalidQuery("subscription_ids", "comma-separated subscription ids; "+raw+" is not one")
 		}
 		ids = append(ids, id)
 	}
 	if len(ids) > maxOverviewSubscriptions {
-		return nil, apperr.Invalid("subscription_ids", "at most 200 ids")
+		return nil, httpapi.InvalidQuery("subscription_ids", "at most 200 ids")
 	}
 	items, err := h.s.Overview(ctx, ids)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/modules/webhooks/contract"
+	"github.com/keelson/keelson/modules/webhooks/internal/eventtype"
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/messaging"
@@ -72,7 +73,7 @@ func (in *EventInput) validate() error {
 	if in.ID != "" {
 		v.Check(eventIDPattern.MatchString(in.ID), "id", "must be 1–128 letters, digits, \"_\" or \"-\"")
 	}
-	checkErr(&v, "type", validateEventType(in.Type))
+	checkErr(&v, "type", eventtype.Validate(in.Type))
 	trimmed := bytes.TrimSpace(in.Data)
 	v.Check(len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(trimmed), "data", "must be a JSON object")
 	return v.Err()
@@ -142,7 +143,7 @@ func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {
 		return Ingested{}, err
 	}
 	if !database.InTx(ctx) {
-		res, err := s.ingests.do(ctx, ingestRequest{ctx: ctx, tenant: tenant, in: in})
+		res, err := s.ingests.Do(ctx, ingestRequest{ctx: ctx, tenant: tenant, in: in})
 		if err != nil {
 			return Ingested{}, err
 		}
@@ -263,7 +264,7 @@ func (s *Service) storeEvents(ctx context.Context, reqs []ingestRequest) ([]inge
 		n := 0
 		var requested []*Delivery
 		for _, t := range targets[r.tenant] {
-			if !anyPatternMatches(t.eventTypes, r.in.Type) {
+			if !eventtype.AnyMatches(t.eventTypes, r.in.Type) {
 				continue
 			}
 			n++

@@ -185,7 +185,9 @@ func (s *Service) send(ctx context.Context, t taken, seen uint64, pass *gatePass
 		return sendResult{ErrorClass: errClassRequest, Error: err.Error(), keyMissing: errors.As(err, &missing)}
 	}
 	s.gate.sending(pass)
-	res := s.sender.send(ctx, outgoing{URL: t.sub.URL, MessageID: t.event.ID, Body: body, Keys: keys, Headers: headers})
+	started := s.now()
+	hung := func() { s.holdHanging(ctx, t.sub.ID, started) }
+	res := s.sender.send(ctx, outgoing{URL: t.sub.URL, MessageID: t.event.ID, Body: body, Keys: keys, Headers: headers, Hung: hung})
 	s.gate.sent(pass, res.Duration)
 	return res
 }

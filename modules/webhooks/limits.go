@@ -95,10 +95,15 @@ func (s *Service) attemptGated(ctx context.Context, req contract.DeliveryRequest
 	return s.attempt(ctx, req, pass)
 }
 
-// putBack releases an untaken claim until due, keeping a reserved rate slot; a claim no longer
-// current was handled elsewhere: nothing to do.
+// putBack releases an untaken claim until due, keeping a reserved rate slot, in a batch with the
+// put-backs of the replica's other handlers (writePutBacks); a claim no longer current was handled
+// elsewhere: nothing to do.
 func (s *Service) putBack(ctx context.Context, req contract.DeliveryRequestedPayload, due time.Time, slot *time.Time) error {
-	ok, err := s.store.putBack(ctx, req.DeliveryID, req.ClaimID, due, slot)
+	tenant, err := tenancy.Require(ctx)
+	if err != nil {
+		return err
+	}
+	ok, err := s.putBacks.do(ctx, putBackRequest{tenant: tenant, id: req.DeliveryID, claim: req.ClaimID, due: due, slot: slot})
 	if err == nil && !ok {
 		s.metrics.stale.Inc()
 	}
@@ -167,19 +172,6 @@ func (s store) reserveRateSlot(ctx context.Context, sub uuid.UUID, rate float64)
 		return time.Time{}, fmt.Errorf("reserve a send slot of subscription %s: %w", sub, err)
 	}
 	return slot, nil
-}
-
-// putBack clears an untaken claim and makes the delivery due at due, with its reserved slot if any.
-// No attempt is counted. ok is false when the claim is no longer current or already taken.
-func (s store) putBack(ctx context.Context, id, claim uuid.UUID, due time.Time, slot *time.Time) (bool, error) {
-	tenant, err := tenancy.Require(ctx)
-	if err != nil {
-		return false, err
-	}
-	res := s.conn(ctx).Exec(`UPDATE webhook_deliveries SET claim_id = NULL, claimed_by = '', next_attempt_at = ?, rate_slot_at = ?
-		WHERE tenant_id = ? AND id = ? AND status = ? AND claim_id = ? AND sent_claim_id IS DISTINCT FROM claim_id`,
-		due, slot, tenant, id, StatusPending, claim)
-	return res.RowsAffected == 1, res.Error
 }
 
 // subscriptionOf names a delivery's subscription, for requests published without it.

@@ -68,6 +68,7 @@ type healthChange struct {
 	failed       bool       // some outcome failed: last_failure_at moves
 	failures     int        // failures after the last success (or in all, without one)
 	failingSince *time.Time // the start of the first of those failures
+	hung         bool       // the last outcome timed out: the endpoint is held (breaker.go); any other ends a hold
 }
 
 func healthChanges(batch []outcome) []healthChange {
@@ -81,6 +82,7 @@ func healthChanges(batch []outcome) []healthChange {
 			bySub[sub] = c
 			order = append(order, sub)
 		}
+		c.hung = o.attempt.ErrorClass == errClassTimeout
 		if o.attempt.Result == ResultSucceeded {
 			c.succeeded, c.failures, c.failingSince = true, 0, nil
 			continue
@@ -150,8 +152,10 @@ func (s store) recordOutcomes(ctx context.Context, batch []outcome, now time.Tim
 	changes := healthChanges(batch)
 	m := len(changes)
 	subs, succeeded, failed, failures, since := make([]string, m), make([]bool, m), make([]bool, m), make([]int64, m), make([]*time.Time, m)
+	hung := make([]bool, m)
 	for i, c := range changes {
 		subs[i], succeeded[i], failed[i], failures[i], since[i] = c.sub.String(), c.succeeded, c.failed, int64(c.failures), c.failingSince
+		hung[i] = c.hung
 	}
 	rows, err := s.conn(ctx).Raw(`WITH o AS (
 		SELECT * FROM unnest(CAST(@ids AS text[])::uuid[], CAST(@tenants AS text[])::uuid[], CAST(@versions AS int8[]),
@@ -175,13 +179,14 @@ func (s store) recordOutcomes(ctx context.Context, batch []outcome, now time.Tim
 		RETURNING d.id),
 	h AS (
 		SELECT * FROM unnest(CAST(@subs AS text[])::uuid[], CAST(@succeeded AS bool[]), CAST(@failed AS bool[]),
-			CAST(@failures AS int8[]), CAST(@since AS timestamptz[])) AS h(sub, succeeded, failed, failures, since)
+			CAST(@failures AS int8[]), CAST(@since AS timestamptz[]), CAST(@hung AS bool[])) AS h(sub, succeeded, failed, failures, since, hung)
 		WHERE failed OR NOT EXISTS (SELECT 1 FROM webhook_subscription_health fresh WHERE fresh.subscription_id = sub
-			AND fresh.consecutive_failures = 0 AND fresh.last_success_at >= @refreshed_after)),
+			AND fresh.consecutive_failures = 0 AND fresh.last_success_at >= @refreshed_after AND fresh.held_until IS NULL)),
 	health AS (
-		INSERT INTO webhook_subscription_health AS sh (subscription_id, last_success_at, last_failure_at, failing_since, consecutive_failures)
+		INSERT INTO webhook_subscription_health AS sh (subscription_id, last_success_at, last_failure_at, failing_since, consecutive_failures,
+			held_until)
 		SELECT sub, CASE WHEN succeeded THEN CAST(@now AS timestamptz) END, CASE WHEN failed THEN CAST(@now AS timestamptz) END,
-			since, failures
+			since, failures, CASE WHEN hung THEN CAST(@hold_until AS timestamptz) END
 		FROM h ORDER BY sub
 		ON CONFLICT (subscription_id) DO UPDATE SET
 			last_success_at = coalesce(excluded.last_success_at, sh.last_success_at),
@@ -189,9 +194,13 @@ func (s store) recordOutcomes(ctx context.Context, batch []outcome, now time.Tim
 			consecutive_failures = CASE WHEN excluded.last_success_at IS NOT NULL THEN excluded.consecutive_failures
 				ELSE sh.consecutive_failures + excluded.consecutive_failures END,
 			failing_since = CASE WHEN excluded.last_success_at IS NOT NULL THEN excluded.failing_since
-				ELSE coalesce(sh.failing_since, excluded.failing_since) END
+				ELSE coalesce(sh.failing_since, excluded.failing_since) END,
+			-- A timeout opens the breaker unless the endpoint answered another request meanwhile.
+			held_until = CASE WHEN excluded.held_until IS NULL THEN NULL
+				WHEN sh.last_success_at IS NULL OR sh.last_success_at < @hung_since THEN excluded.held_until
+				ELSE sh.held_until END
 		WHERE excluded.last_failure_at IS NOT NULL OR sh.consecutive_failures > 0 OR sh.last_success_at IS NULL
-			OR sh.last_success_at < @refreshed_after
+			OR sh.last_success_at < @refreshed_after OR sh.held_until IS NOT NULL
 		RETURNING subscription_id, failing_since, consecutive_failures),
 	closed AS (
 		UPDATE webhook_attempts a SET result = CASE WHEN EXISTS (SELECT 1 FROM updated u WHERE u.id = o.id) THEN o.result ELSE 'superseded' END,
@@ -212,6 +221,8 @@ func (s store) recordOutcomes(ctx context.Context, batch []outcome, now time.Tim
 		sql.Named("excerpts", pgArray[string](excerpts)), sql.Named("headers", pgArray[string](headers)),
 		sql.Named("subs", pgArray[string](subs)), sql.Named("succeeded", pgArray[bool](succeeded)), sql.Named("failed", pgArray[bool](failed)),
 		sql.Named("failures", pgArray[int64](failures)), sql.Named("since", pgArray[*time.Time](since)),
+		sql.Named("hung", pgArray[bool](hung)), sql.Named("hold_until", now.Add(s.holdFor)),
+		sql.Named("hung_since", now.Add(-s.sendTimeout-successRefresh)),
 		sql.Named("now", now), sql.Named("refreshed_after", now.Add(-successRefresh))).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("record %d outcomes: %w", n, err)

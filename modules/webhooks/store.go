@@ -17,7 +17,11 @@ import (
 )
 
 // store is the module's data access; every call runs in the unit of work carried by ctx, if any.
-type store struct{ db *database.DB }
+type store struct {
+	db          *database.DB
+	holdFor     time.Duration // Config.HoldFor: how long a timeout holds an endpoint
+	sendTimeout time.Duration // Config.SendTimeout
+}
 
 func (s store) conn(ctx context.Context) *gorm.DB { return s.db.Conn(ctx) }
 
@@ -216,7 +220,7 @@ func (s store) subscriptions(ctx context.Context, after uuid.UUID, limit int) ([
 type fanOutTarget struct {
 	id         uuid.UUID
 	eventTypes patternSet
-	failing    bool // failingHealth: its new deliveries wait for the sweep
+	failing    bool // failingHealth, or held (breaker.go): its new deliveries wait for the sweep
 }
 
 // failingHealth says, of a subscription's health row h, that its endpoint is failing: its last 3
@@ -236,7 +240,7 @@ func (s store) fanOutTargets(ctx context.Context, tenants []uuid.UUID) (map[uuid
 	for i, t := range tenants {
 		ids[i] = t.String()
 	}
-	rows, err := s.conn(ctx).Raw(`SELECT s.tenant_id, s.id, s.event_types, `+failingHealth+`
+	rows, err := s.conn(ctx).Raw(`SELECT s.tenant_id, s.id, s.event_types, (`+failingHealth+` OR h.held_until IS NOT NULL)
 		FROM webhook_subscriptions s LEFT JOIN webhook_subscription_health h ON h.subscription_id = s.id
 		WHERE s.tenant_id = ANY(CAST(@tenants AS text[])::uuid[]) AND s.status <> @disabled AND s.deleted_at IS NULL
 		ORDER BY s.tenant_id, s.id`, sql.Named("tenants", pgArray[string](ids)), sql.Named("disabled", StatusDisabled)).Rows()
@@ -385,7 +389,8 @@ func (s store) saveDelivery(ctx context.Context, d *Delivery) error {
 // and its further turns after every healthy one's: endpoints that hang keep many deliveries due (put
 // back by the send gate, or new), and those must not crowd a healthy endpoint's out of the batch.
 // Paused and disabled subscriptions, and disabled tenants, are skipped: their deliveries wait,
-// pending, with no attempt spent.
+// pending, with no attempt spent; so are held endpoints (breaker.go) until their hold passes, and
+// then only their oldest due delivery is taken, the probe (holdProbes).
 func (s store) dueDeliveries(ctx context.Context, now time.Time, limit, perSubscription int) ([]*Delivery, error) {
 	var ds []*Delivery
 	err := s.conn(ctx).Raw(`SELECT d.* FROM webhook_subscriptions s
@@ -397,8 +402,9 @@ func (s store) dueDeliveries(ctx context.Context, now time.Time, limit, perSubsc
 				ORDER BY d.next_attempt_at LIMIT ?) x) d
 		WHERE s.status = ? AND s.deleted_at IS NULL
 			AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = s.tenant_id AND t.disabled_at IS NOT NULL)
+			AND (h.held_until IS NULL OR (h.held_until <= ? AND d.turn = 1))
 		ORDER BY CASE WHEN d.turn > 1 AND `+failingHealth+` THEN d.turn + ? ELSE d.turn END, d.next_attempt_at
-		LIMIT ?`, StatusPending, now, perSubscription, StatusActive, perSubscription, limit).Scan(&ds).Error
+		LIMIT ?`, StatusPending, now, perSubscription, StatusActive, now, perSubscription, limit).Scan(&ds).Error
 	return ds, err
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sync/singleflight"
 	"gorm.io/gorm"
 
 	"github.com/keelson/keelson/modules/webhooks/contract"
@@ -92,6 +93,12 @@ func (s *Service) attemptGated(ctx context.Context, req contract.DeliveryRequest
 		return s.putBack(ctx, req, s.now().Add(refused.retryIn), req.RateSlotAt)
 	}
 	defer s.gate.release(pass)
+	select {
+	case s.handling <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.handling }()
 	return s.attempt(ctx, req, pass)
 }
 
@@ -117,8 +124,12 @@ type sendingTerms struct {
 	lastSucceeded bool
 }
 
-// termsCache remembers subscriptions' sending terms for termsTTL.
-type termsCache struct{ m sync.Map }
+// termsCache remembers subscriptions' sending terms for termsTTL; concurrent misses of one
+// subscription share one read.
+type termsCache struct {
+	m     sync.Map
+	reads singleflight.Group
+}
 
 type cachedTerms struct {
 	terms sendingTerms
@@ -129,12 +140,18 @@ func (c *termsCache) of(ctx context.Context, st store, sub uuid.UUID, now time.T
 	if v, ok := c.m.Load(sub); ok && now.Sub(v.(cachedTerms).at) < termsTTL {
 		return v.(cachedTerms).terms, nil
 	}
-	terms, err := st.sendingTerms(ctx, sub)
+	v, err, _ := c.reads.Do(sub.String(), func() (any, error) {
+		terms, err := st.sendingTerms(ctx, sub)
+		if err != nil {
+			return sendingTerms{}, err
+		}
+		c.m.Store(sub, cachedTerms{terms: terms, at: now})
+		return terms, nil
+	})
 	if err != nil {
 		return sendingTerms{}, err
 	}
-	c.m.Store(sub, cachedTerms{terms: terms, at: now})
-	return terms, nil
+	return v.(sendingTerms), nil
 }
 
 // sendingTerms reads a subscription's rate limit and health in one statement.

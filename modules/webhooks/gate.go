@@ -136,6 +136,9 @@ type refusal struct {
 	retryIn   time.Duration
 	waitUntil time.Time
 	queueRoom int
+	// hanging: a send to the endpoint has had no answer for slowAfter; the request is left under its
+	// claim's lease rather than put back (a write per request while the endpoint is being held).
+	hanging bool
 }
 
 // await lets a send to sub start, or says why not; vouched says the endpoint's last attempt, on any
@@ -263,10 +266,21 @@ func (g *sendGate) refuse(e *endpointLoad, class endpointClass, now time.Time, v
 				r.waitUntil = p.sending.Add(wait)
 			}
 		}
+		r.hanging = g.hanging(e, now)
 		return r
 	default:
-		return refusal{reason: "endpoint_slow", retryIn: max(e.ewma, g.slowAfter)}
+		return refusal{reason: "endpoint_slow", retryIn: max(e.ewma, g.slowAfter), hanging: g.hanging(e, now)}
 	}
+}
+
+// hanging says whether a send to the endpoint has run for slowAfter without an answer.
+func (g *sendGate) hanging(e *endpointLoad, now time.Time) bool {
+	for p := range e.inFlight {
+		if !p.sending.IsZero() && now.Sub(p.sending) > g.slowAfter {
+			return true
+		}
+	}
+	return false
 }
 
 // forget drops the endpoints with nothing in flight whose verdict is none or lapsed: an endpoint

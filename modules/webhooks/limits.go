@@ -88,6 +88,12 @@ func (s *Service) attemptGated(ctx context.Context, req contract.DeliveryRequest
 	if err := ctx.Err(); pass == nil && err != nil {
 		return err
 	}
+	if pass == nil && refused.hanging {
+		// Its endpoint hangs, and is held by now: the sweep takes the delivery up again once the
+		// claim's lease passed and the hold ended, and nothing is written meanwhile.
+		s.metrics.putBack.WithLabelValues("endpoint_hanging").Inc()
+		return nil
+	}
 	if pass == nil {
 		s.metrics.putBack.WithLabelValues(refused.reason).Inc()
 		return s.putBack(ctx, req, s.now().Add(refused.retryIn), req.RateSlotAt)

@@ -384,8 +384,9 @@ func (s store) saveDelivery(ctx context.Context, d *Delivery) error {
 
 // dueDeliveries are pending rows of active subscriptions whose next attempt (or expired lease) is
 // due, taken round-robin across subscriptions: each one's oldest due first, then each one's second,
-// and so on, at most perSubscription of each, so one endpoint's backlog cannot fill the batch while
-// another's retries wait. A failing subscription (failingHealth) gets its first turn with the others
+// and so on, so one endpoint's backlog cannot fill the batch while another's retries wait; at most
+// perSubscription of a failing one, so a healthy endpoint's backlog (requests the send gate put back
+// in a burst) drains at the batch's pace, not a tenth of it. A failing subscription (failingHealth) gets its first turn with the others
 // and its further turns after every healthy one's: endpoints that hang keep many deliveries due (put
 // back by the send gate, or new), and those must not crowd a healthy endpoint's out of the batch.
 // Paused and disabled subscriptions, and disabled tenants, are skipped: their deliveries wait,
@@ -399,12 +400,12 @@ func (s store) dueDeliveries(ctx context.Context, now time.Time, limit, perSubsc
 			SELECT x.*, row_number() OVER (ORDER BY x.next_attempt_at) AS turn
 			FROM (SELECT d.*, d.xmin AS xmin FROM webhook_deliveries d
 				WHERE d.subscription_id = s.id AND d.status = ? AND d.next_attempt_at <= ?
-				ORDER BY d.next_attempt_at LIMIT ?) x) d
+				ORDER BY d.next_attempt_at LIMIT CASE WHEN `+failingHealth+` THEN CAST(? AS bigint) ELSE CAST(? AS bigint) END) x) d
 		WHERE s.status = ? AND s.deleted_at IS NULL
 			AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = s.tenant_id AND t.disabled_at IS NOT NULL)
 			AND (h.held_until IS NULL OR (h.held_until <= ? AND d.turn = 1))
 		ORDER BY CASE WHEN d.turn > 1 AND `+failingHealth+` THEN d.turn + ? ELSE d.turn END, d.next_attempt_at
-		LIMIT ?`, StatusPending, now, perSubscription, StatusActive, now, perSubscription, limit).Scan(&ds).Error
+		LIMIT ?`, StatusPending, now, perSubscription, limit, StatusActive, now, perSubscription, limit).Scan(&ds).Error
 	return ds, err
 }
 

@@ -12,8 +12,8 @@ import (
 	"github.com/keelson/keelson/platform/tenancy"
 )
 
-// sweepShare is how many due deliveries of one subscription a sweep claims at most: a tenth of the
-// batch, so a backlog on one endpoint leaves room for nine others' in every sweep.
+// sweepShare is how many due deliveries of one failing subscription a sweep claims at most: a tenth
+// of the batch, so a backlog on one failing endpoint leaves room for nine others' in every sweep.
 func sweepShare(batch int) int { return max(1, batch/10) }
 
 // Sweep claims due deliveries (retries whose time has come, and claims whose lease expired because a

@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/groupcommit"
+	"github.com/keelson/keelson/modules/webhooks/internal/queries"
 	"github.com/keelson/keelson/platform/tenancy"
 )
 
@@ -37,7 +39,7 @@ const holdMargin = time.Second
 // holdHanging holds sub's endpoint until a request started at started ends, unless a request to the
 // endpoint was answered since that one started. It runs in the request's hang timer, beside the send.
 func (s *Service) holdHanging(ctx context.Context, sub uuid.UUID, started time.Time) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchWriteTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupcommit.WriteTimeout)
 	defer cancel()
 	held, err := s.store.holdHanging(ctx, sub, started.Add(-successRefresh), started.Add(s.cfg.SendTimeout+holdMargin))
 	if err != nil {
@@ -78,7 +80,7 @@ func (s store) holdProbes(ctx context.Context, subs []uuid.UUID, now, until time
 		WHERE subscription_id = ANY(CAST(@subs AS text[])::uuid[]) AND held_until IS NOT NULL AND held_until <= @now
 		ORDER BY subscription_id FOR UPDATE)
 	UPDATE webhook_subscription_health h SET held_until = @until FROM l WHERE h.subscription_id = l.subscription_id`,
-		sql.Named("subs", pgArray[string](ids)), sql.Named("now", now), sql.Named("until", until)).Error
+		sql.Named("subs", queries.Array[string](ids)), sql.Named("now", now), sql.Named("until", until)).Error
 	if err != nil {
 		return fmt.Errorf("hold probed endpoints: %w", err)
 	}
@@ -99,7 +101,7 @@ const putBackBatch = 512
 // its claim was still current.
 func (s *Service) writePutBacks(ctx context.Context, reqs []putBackRequest) ([]bool, error) {
 	ctx = tenancy.System(ctx, "webhooks put-backs") // the batch spans tenants: every request names its own
-	ctx, cancel := context.WithTimeout(ctx, batchWriteTimeout)
+	ctx, cancel := context.WithTimeout(ctx, groupcommit.WriteTimeout)
 	defer cancel()
 	var out []bool
 	err := s.batchWrite(ctx, false, func(ctx context.Context) error {
@@ -120,18 +122,8 @@ func (s store) putBacks(ctx context.Context, reqs []putBackRequest) ([]bool, err
 	for i, r := range reqs {
 		ids[i], tenants[i], claims[i], dues[i], slots[i] = r.id.String(), r.tenant.String(), r.claim.String(), r.due, r.slot
 	}
-	rows, err := s.conn(ctx).Raw(`WITH r AS (
-		SELECT * FROM unnest(CAST(@ids AS text[])::uuid[], CAST(@tenants AS text[])::uuid[], CAST(@claims AS text[])::uuid[],
-			CAST(@dues AS timestamptz[]), CAST(@slots AS timestamptz[])) AS r(id, tenant, claim, due, slot)),
-	locked AS (
-		SELECT d.id, r.due, r.slot FROM webhook_deliveries d JOIN r ON r.id = d.id AND r.tenant = d.tenant_id
-		WHERE d.status = @pending AND d.claim_id = r.claim AND d.sent_claim_id IS DISTINCT FROM d.claim_id
-		ORDER BY d.id FOR UPDATE OF d)
-	UPDATE webhook_deliveries d SET claim_id = NULL, claimed_by = '', next_attempt_at = l.due, rate_slot_at = l.slot
-	FROM locked l WHERE d.id = l.id
-	RETURNING d.id`,
-		sql.Named("ids", pgArray[string](ids)), sql.Named("tenants", pgArray[string](tenants)), sql.Named("claims", pgArray[string](claims)),
-		sql.Named("dues", pgArray[time.Time](dues)), sql.Named("slots", pgArray[*time.Time](slots)), sql.Named("pending", StatusPending)).Rows()
+	q := queries.PutBacks{IDs: ids, Tenants: tenants, Claims: claims, Dues: dues, Slots: slots, Pending: string(StatusPending)}
+	rows, err := s.conn(ctx).Raw(q.SQL(), q.Args()...).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("put back %d claims: %w", n, err)
 	}

@@ -135,7 +135,7 @@ func (s *Service) attempt(ctx context.Context, req contract.DeliveryRequestedPay
 		return err
 	}
 	seen := s.opened.forgetsSeen() // before the take reads the subscription
-	took, err := s.takes.do(ctx, takeRequest{DeliveryID: req.DeliveryID, Claim: req.ClaimID, Tenant: tenant, AttemptID: attemptID,
+	took, err := s.takes.Do(ctx, takeRequest{DeliveryID: req.DeliveryID, Claim: req.ClaimID, Tenant: tenant, AttemptID: attemptID,
 		SlotAt: req.RateSlotAt})
 	t, ok := took.taken, took.ok
 	if err != nil {
@@ -264,7 +264,7 @@ func (s *Service) recordOutcome(ctx context.Context, t taken, res sendResult) er
 		}
 		o.failed = &failed
 	}
-	c, err := s.outcomes.do(ctx, o)
+	c, err := s.outcomes.Do(ctx, o)
 	if err != nil {
 		return err
 	}

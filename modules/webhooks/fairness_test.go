@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
@@ -46,8 +47,8 @@ type firstArrivals struct {
 
 func (f *firstArrivals) respond(_ int, w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
-	if _, ok := f.at[r.Header.Get(headerID)]; !ok {
-		f.at[r.Header.Get(headerID)] = time.Now()
+	if _, ok := f.at[r.Header.Get(signing.HeaderID)]; !ok {
+		f.at[r.Header.Get(signing.HeaderID)] = time.Now()
 	}
 	f.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
@@ -139,7 +140,7 @@ func TestAfterHangingEndpointsComeBackEveryDeliveryIsDeliveredExactlyOnce(t *tes
 				return
 			}
 			mu.Lock()
-			delivered[fmt.Sprintf("%d/%s", e, r.Header.Get(headerID))]++
+			delivered[fmt.Sprintf("%d/%s", e, r.Header.Get(signing.HeaderID))]++
 			mu.Unlock()
 			w.WriteHeader(http.StatusNoContent)
 		})

@@ -116,7 +116,7 @@ func (s *Service) putBack(ctx context.Context, req contract.DeliveryRequestedPay
 	if err != nil {
 		return err
 	}
-	ok, err := s.putBacks.do(ctx, putBackRequest{tenant: tenant, id: req.DeliveryID, claim: req.ClaimID, due: due, slot: slot})
+	ok, err := s.putBacks.Do(ctx, putBackRequest{tenant: tenant, id: req.DeliveryID, claim: req.ClaimID, due: due, slot: slot})
 	if err == nil && !ok {
 		s.metrics.stale.Inc()
 	}

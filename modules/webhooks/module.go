@@ -8,7 +8,7 @@
 // consume serve all of them; its handler attempts each at once in a handler place of its own
 // (Concurrency per replica) and acknowledges the message when the last one is done. The take and the
 // outcome are the two writes of a delivery, and each is batched with those of the replica's other
-// handlers (group commit, see batcher): the takes of the requests that arrive together are one
+// handlers (group commit, see groupcommit): the takes of the requests that arrive together are one
 // conditional UPDATE for all their (delivery, claim) pairs (store.takeClaims), and the outcomes of
 // the sends that end together one xmin-guarded UPDATE (store.recordOutcomes). No timer: a batch is
 // written as soon as the previous one ends, so a lone request waits for nothing and a burst shares
@@ -41,6 +41,8 @@ import (
 
 	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/modules/webhooks/contract"
+	"github.com/keelson/keelson/modules/webhooks/internal/egress"
+	"github.com/keelson/keelson/modules/webhooks/internal/groupcommit"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/jobs"
@@ -150,9 +152,9 @@ func DefaultConfig() Config {
 const minTakeWrite = 250 * time.Millisecond
 
 // takeWriteBound is how long a take may spend writing before its send starts: half the lease's slack
-// beyond the send timeout, at most batchWriteTimeout, so a lease counted from the take's now covers both.
+// beyond the send timeout, at most groupcommit.WriteTimeout, so a lease counted from the take's now covers both.
 func (c Config) takeWriteBound() time.Duration {
-	return min(batchWriteTimeout, (c.ClaimLease-c.SendTimeout)/2)
+	return min(groupcommit.WriteTimeout, (c.ClaimLease-c.SendTimeout)/2)
 }
 
 // Validate refuses a configuration under which a claim could expire while its attempt runs.
@@ -164,7 +166,7 @@ func (c Config) Validate() error {
 	if c.ClaimLease < c.SendTimeout+2*minTakeWrite {
 		errs = append(errs, fmt.Errorf("webhooks: ClaimLease (%v) must exceed SendTimeout (%v) by at least %v: "+
 			"a take may spend half that margin (at most %v) writing before its send starts, and the lease must cover both",
-			c.ClaimLease, c.SendTimeout, 2*minTakeWrite, batchWriteTimeout))
+			c.ClaimLease, c.SendTimeout, 2*minTakeWrite, groupcommit.WriteTimeout))
 	}
 	if c.SweepInterval <= 0 {
 		errs = append(errs, errors.New("webhooks: SweepInterval must be positive"))
@@ -183,7 +185,7 @@ func (c Config) Validate() error {
 	if c.SweepBatch < 0 {
 		errs = append(errs, errors.New("webhooks: SweepBatch must not be negative"))
 	}
-	if _, err := newTargetPolicy(c.AllowPrivateTargets, c.AllowedTargets); err != nil {
+	if _, err := egress.NewPolicy(c.AllowPrivateTargets, c.AllowedTargets); err != nil {
 		errs = append(errs, fmt.Errorf("webhooks: AllowedTargets: %w", err))
 	}
 	if c.RetryAfterMax < 0 {
@@ -275,7 +277,7 @@ type Service struct {
 	store   store
 	events  module.EventPublisher
 	catalog *module.Catalog
-	targets targetPolicy
+	targets egress.Policy
 	sender  *sender
 	log     *slog.Logger
 	metrics *metrics
@@ -288,12 +290,12 @@ type Service struct {
 	handling chan struct{}   // a place for each delivery being handled: Concurrency of them
 	handlers *warmGoroutines // the goroutines of a request message's deliveries
 	terms    *termsCache
-	sealer   sealer                                // secrets and header values at rest; set by Register (none: stored as they are)
-	takes    *batcher[takeRequest, takeResult]     // the take of each handled request, batched
-	outcomes *batcher[outcome, committed]          // the outcome of each send, batched
-	ingests  *batcher[ingestRequest, ingestResult] // events ingested outside a unit of work, batched
-	putBacks *batcher[putBackRequest, bool]        // untaken claims released to wait, batched
-	opened   *openedCache                          // subscriptions' opened keys and headers, per row version
+	sealer   sealer                                            // secrets and header values at rest; set by Register (none: stored as they are)
+	takes    *groupcommit.Batcher[takeRequest, takeResult]     // the take of each handled request, batched
+	outcomes *groupcommit.Batcher[outcome, committed]          // the outcome of each send, batched
+	ingests  *groupcommit.Batcher[ingestRequest, ingestResult] // events ingested outside a unit of work, batched
+	putBacks *groupcommit.Batcher[putBackRequest, bool]        // untaken claims released to wait, batched
+	opened   *openedCache                                      // subscriptions' opened keys and headers, per row version
 }
 
 // NewService wires the service; cfg must have passed Validate.
@@ -314,7 +316,7 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	targets, err := newTargetPolicy(cfg.AllowPrivateTargets, cfg.AllowedTargets)
+	targets, err := egress.NewPolicy(cfg.AllowPrivateTargets, cfg.AllowedTargets)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: AllowedTargets: %w", err)
 	}
@@ -330,13 +332,13 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 		handling: make(chan struct{}, cfg.Concurrency), handlers: newWarmGoroutines(5 * time.Second),
 	}
 	svc.sender.hangAfter = cfg.HangAfter
-	svc.takes = newBatcher(takeBatch, svc.writeTakes)
-	svc.takes.split = oncePer(func(r takeRequest) uuid.UUID { return r.DeliveryID }) // a delivery once per batch
-	svc.outcomes = newBatcher(outcomeBatch, svc.writeOutcomes)
-	svc.ingests = newBatcher(ingestBatch, svc.writeIngests)
-	svc.putBacks = newBatcher(putBackBatch, svc.writePutBacks)
-	svc.putBacks.split = oncePer(func(r putBackRequest) uuid.UUID { return r.id })                     // a delivery once per batch
-	svc.ingests.split = oncePer(func(r ingestRequest) eventKey { return eventKey{r.tenant, r.in.ID} }) // an event once per batch
+	svc.takes = groupcommit.New(takeBatch, svc.writeTakes)
+	svc.takes.Split = groupcommit.OncePer(func(r takeRequest) uuid.UUID { return r.DeliveryID }) // a delivery once per batch
+	svc.outcomes = groupcommit.New(outcomeBatch, svc.writeOutcomes)
+	svc.ingests = groupcommit.New(ingestBatch, svc.writeIngests)
+	svc.ingests.Split = groupcommit.OncePer(func(r ingestRequest) eventKey { return eventKey{r.tenant, r.in.ID} }) // an event once per batch
+	svc.putBacks = groupcommit.New(putBackBatch, svc.writePutBacks)
+	svc.putBacks.Split = groupcommit.OncePer(func(r putBackRequest) uuid.UUID { return r.id }) // a delivery once per batch
 	return svc, nil
 }
 

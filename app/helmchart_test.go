@@ -36,6 +36,8 @@ func TestTheHelmChartsSettingsAreKeelsonEnvs(t *testing.T) {
 			wantConfig[v.Name] = v.Default
 		}
 	}
+	// A setting added to Variables goes into values.yaml (config, or secrets.values when Secret) and
+	// into values.schema.json's config or secrets.values properties and secretKeyRefs' names.
 	if !maps.Equal(values.Config, wantConfig) {
 		for name, def := range wantConfig {
 			if got, ok := values.Config[name]; !ok || got != def {
@@ -67,6 +69,11 @@ func TestTheHelmChartsSettingsAreKeelsonEnvs(t *testing.T) {
 					Values properties `json:"values"`
 				} `json:"properties"`
 			} `json:"secrets"`
+			SecretKeyRefs struct {
+				PropertyNames struct {
+					Enum []string `json:"enum"`
+				} `json:"propertyNames"`
+			} `json:"secretKeyRefs"`
 		} `json:"properties"`
 	}
 	if err := json.Unmarshal(raw, &schema); err != nil {
@@ -77,5 +84,10 @@ func TestTheHelmChartsSettingsAreKeelsonEnvs(t *testing.T) {
 	}
 	if got, want := slices.Sorted(maps.Keys(schema.Properties.Secrets.Properties.Values.Properties)), slices.Sorted(maps.Keys(wantSecrets)); !slices.Equal(got, want) {
 		t.Errorf("the schema's secrets.values admits %v, want %v", got, want)
+	}
+	every := slices.Sorted(maps.Keys(wantConfig))
+	every = append(every, slices.Sorted(maps.Keys(wantSecrets))...)
+	if got := slices.Sorted(slices.Values(schema.Properties.SecretKeyRefs.PropertyNames.Enum)); !slices.Equal(got, slices.Sorted(slices.Values(every))) {
+		t.Errorf("the schema's secretKeyRefs admits %v, want every setting", got)
 	}
 }

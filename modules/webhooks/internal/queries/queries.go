@@ -45,6 +45,7 @@ var (
 	countDue          = load("count_due")
 	waitingDeliveries = load("waiting_deliveries")
 	sameEvent         = load("same_event")
+	putBacks          = load("put_backs")
 )
 
 // Array passes a Go slice as one PostgreSQL array parameter (CAST(@x AS text[]) and the like):
@@ -96,6 +97,8 @@ type RecordOutcomes struct {
 	Succeeded, Failed         []bool
 	Failures                  []int64
 	Since                     []*time.Time
+	Hung                      []bool    // the subscription's last outcome timed out: hold it until HoldUntil...
+	HoldUntil, HungSince      time.Time // ...unless it answered after HungSince; any other outcome ends a hold
 	Now, RefreshedAfter       time.Time // a success older than RefreshedAfter writes last_success_at again
 }
 
@@ -116,7 +119,9 @@ func (p RecordOutcomes) Args() []any {
 		sql.Named("excerpts", Array[string](p.Excerpts)), sql.Named("headers", Array[string](p.Headers)),
 		sql.Named("subs", Array[string](p.Subs)), sql.Named("succeeded", Array[bool](p.Succeeded)),
 		sql.Named("failed", Array[bool](p.Failed)), sql.Named("failures", Array[int64](p.Failures)),
-		sql.Named("since", Array[*time.Time](p.Since)), sql.Named("now", p.Now), sql.Named("refreshed_after", p.RefreshedAfter)}
+		sql.Named("since", Array[*time.Time](p.Since)), sql.Named("hung", Array[bool](p.Hung)),
+		sql.Named("hold_until", p.HoldUntil), sql.Named("hung_since", p.HungSince),
+		sql.Named("now", p.Now), sql.Named("refreshed_after", p.RefreshedAfter)}
 }
 
 // InsertEvents stores the events whose key is new and returns their keys: insert_events.sql.
@@ -173,8 +178,8 @@ func (p FanOutTargets) Args() []any {
 type DueDeliveries struct {
 	Pending, Active string
 	Now             time.Time
-	PerSubscription int // turns of one subscription at most
-	Limit           int
+	PerSubscription int // turns of one failing subscription at most
+	Limit           int // deliveries in all, and turns of one healthy subscription at most
 }
 
 // SQL is the statement's text.
@@ -233,4 +238,23 @@ func (SameEvent) SQL() string { return sameEvent }
 // Args are its named parameters.
 func (p SameEvent) Args() []any {
 	return []any{sql.Named("tenant", p.Tenant), sql.Named("id", p.ID), sql.Named("type", p.Type), sql.Named("data", p.Data)}
+}
+
+// PutBacks releases a batch of untaken claims until their due times, keeping reserved rate slots:
+// put_backs.sql. One entry per claim.
+type PutBacks struct {
+	IDs, Tenants, Claims []string
+	Dues                 []time.Time
+	Slots                []*time.Time
+	Pending              string
+}
+
+// SQL is the statement's text.
+func (PutBacks) SQL() string { return putBacks }
+
+// Args are its named parameters.
+func (p PutBacks) Args() []any {
+	return []any{sql.Named("ids", Array[string](p.IDs)), sql.Named("tenants", Array[string](p.Tenants)),
+		sql.Named("claims", Array[string](p.Claims)), sql.Named("dues", Array[time.Time](p.Dues)),
+		sql.Named("slots", Array[*time.Time](p.Slots)), sql.Named("pending", p.Pending)}
 }

@@ -76,8 +76,8 @@ func TestAHealthyEndpointBesideFiftyHangingOnesOnTwoReplicasGetsItsEventsWithinT
 	hosttest.Eventually(t, 20*time.Second, func() bool { return healthy.count() == 4 }, "healthy endpoint known")
 	dead := hangingEndpoints(t, a, 50, "fair.*")
 
-	// 20 events/s for 5 s, open loop, alternating the replicas; each fans out to all 51 endpoints.
-	const events, rate = 100, 20
+	// 10 events/s for 10 s, open loop, alternating the replicas; each fans out to all 51 endpoints.
+	const events, rate = 100, 10
 	sent, ids := make([]time.Time, events), make([]string, events)
 	errs := make(chan error, events)
 	var wg sync.WaitGroup

@@ -15,6 +15,8 @@ func modules(cfg Config) ([]module.Module, error) {
 		AllowPrivateTargets:       cfg.WebhooksAllowPrivateTargets,
 		AllowedTargets:            cfg.WebhooksAllowedTargets,
 		SendTimeout:               cfg.WebhooksSendTimeout,
+		HangAfter:                 cfg.WebhooksHangAfter,
+		HoldFor:                   cfg.WebhooksHoldFor,
 		ClaimLease:                cfg.WebhooksClaimLease,
 		SweepInterval:             cfg.WebhooksSweepInterval,
 		Retention:                 cfg.WebhooksRetention,

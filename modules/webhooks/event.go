@@ -134,7 +134,7 @@ const ingestBatch = 64
 
 // ingest stores the event and, in the same unit of work, one claimed delivery per matching active
 // subscription and one DeliveryRequested per delivery in the outbox: all of it commits, or none. A
-// failing subscription's delivery is stored unclaimed and due instead, for the sweep (failingHealth).
+// failing subscription's delivery is stored unclaimed and due instead, for the sweep (queries.FailingHealth), as is a held endpoint's (breaker.go).
 // Called outside a unit of work, the event joins those of concurrent callers in one (group commit,
 // writeIngests); inside one, it is written there, with the caller's other writes.
 func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {

@@ -75,6 +75,8 @@ type Config struct {
 	AllowPrivateTargets bool            // allow loopback, private and link-local targets (dev and tests)
 	AllowedTargets      []string        // host:port pairs reached even when private (a receiver on the compose network)
 	SendTimeout         time.Duration   // HTTP timeout of one attempt
+	HangAfter           time.Duration   // no response headers after this long, and none from the endpoint meanwhile: hold it; 0 = 2 s
+	HoldFor             time.Duration   // how long an endpoint whose request timed out stays held before a probe; 0 = 30 s
 	ClaimLease          time.Duration   // how long a claim keeps the sweep away; must exceed SendTimeout by 500 ms or more (Validate)
 	SweepInterval       time.Duration   // how often due deliveries are swept
 	RetrySchedule       []time.Duration // delays after each failed attempt; attempts = len+1
@@ -97,6 +99,12 @@ func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	if c.SweepBatch == 0 {
 		c.SweepBatch = defaultSweepBatch
+	}
+	if c.HangAfter == 0 {
+		c.HangAfter = d.HangAfter
+	}
+	if c.HoldFor == 0 {
+		c.HoldFor = d.HoldFor
 	}
 	if c.RetryAfterMax == 0 {
 		c.RetryAfterMax = d.RetryAfterMax
@@ -127,6 +135,8 @@ func (c Config) withDefaults() Config {
 func DefaultConfig() Config {
 	return Config{
 		SendTimeout:   15 * time.Second,
+		HangAfter:     2 * time.Second,
+		HoldFor:       30 * time.Second,
 		ClaimLease:    2 * time.Minute,
 		SweepInterval: 5 * time.Second,
 		RetrySchedule: []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute,
@@ -160,6 +170,9 @@ func (c Config) Validate() error {
 	}
 	if c.SweepInterval <= 0 {
 		errs = append(errs, errors.New("webhooks: SweepInterval must be positive"))
+	}
+	if c.HangAfter < 0 || c.HoldFor < 0 {
+		errs = append(errs, errors.New("webhooks: HangAfter and HoldFor must not be negative"))
 	}
 	for i, d := range c.RetrySchedule {
 		if d <= 0 {
@@ -281,6 +294,7 @@ type Service struct {
 	takes    *groupcommit.Batcher[takeRequest, takeResult]     // the take of each handled request, batched
 	outcomes *groupcommit.Batcher[outcome, committed]          // the outcome of each send, batched
 	ingests  *groupcommit.Batcher[ingestRequest, ingestResult] // events ingested outside a unit of work, batched
+	putBacks *groupcommit.Batcher[putBackRequest, bool]        // untaken claims released to wait, batched
 	opened   *openedCache                                      // subscriptions' opened keys and headers, per row version
 }
 
@@ -311,17 +325,20 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 		return nil, fmt.Errorf("webhooks: metrics: %w", err)
 	}
 	svc := &Service{
-		cfg: cfg, db: db, store: store{db: db}, events: events, catalog: catalog, targets: targets,
+		cfg: cfg, db: db, store: store{db: db, holdFor: cfg.HoldFor, sendTimeout: cfg.SendTimeout}, events: events, catalog: catalog, targets: targets,
 		sender: newSender(cfg.SendTimeout, targets, cfg.Concurrency, time.Now),
 		log:    log, metrics: met, now: database.Now, jitter: jitter, instance: defaultInstance(),
 		gate: newSendGate(cfg.Concurrency, cfg.EndpointConcurrency, time.Now), terms: &termsCache{}, opened: &openedCache{},
 		handling: make(chan struct{}, cfg.Concurrency), handlers: newWarmGoroutines(5 * time.Second),
 	}
+	svc.sender.hangAfter = cfg.HangAfter
 	svc.takes = groupcommit.New(takeBatch, svc.writeTakes)
 	svc.takes.Split = groupcommit.OncePer(func(r takeRequest) uuid.UUID { return r.DeliveryID }) // a delivery once per batch
 	svc.outcomes = groupcommit.New(outcomeBatch, svc.writeOutcomes)
 	svc.ingests = groupcommit.New(ingestBatch, svc.writeIngests)
 	svc.ingests.Split = groupcommit.OncePer(func(r ingestRequest) eventKey { return eventKey{r.tenant, r.in.ID} }) // an event once per batch
+	svc.putBacks = groupcommit.New(putBackBatch, svc.writePutBacks)
+	svc.putBacks.Split = groupcommit.OncePer(func(r putBackRequest) uuid.UUID { return r.id }) // a delivery once per batch
 	return svc, nil
 }
 

@@ -68,6 +68,7 @@ type healthChange struct {
 	failed       bool       // some outcome failed: last_failure_at moves
 	failures     int        // failures after the last success (or in all, without one)
 	failingSince *time.Time // the start of the first of those failures
+	hung         bool       // the last outcome timed out: the endpoint is held (breaker.go); any other ends a hold
 }
 
 func healthChanges(batch []outcome) []healthChange {
@@ -81,6 +82,7 @@ func healthChanges(batch []outcome) []healthChange {
 			bySub[sub] = c
 			order = append(order, sub)
 		}
+		c.hung = o.attempt.ErrorClass == errClassTimeout
 		if o.attempt.Result == ResultSucceeded {
 			c.succeeded, c.failures, c.failingSince = true, 0, nil
 			continue
@@ -150,13 +152,16 @@ func (s store) recordOutcomes(ctx context.Context, batch []outcome, now time.Tim
 	changes := healthChanges(batch)
 	m := len(changes)
 	subs, succeeded, failed, failures, since := make([]string, m), make([]bool, m), make([]bool, m), make([]int64, m), make([]*time.Time, m)
+	hung := make([]bool, m)
 	for i, c := range changes {
 		subs[i], succeeded[i], failed[i], failures[i], since[i] = c.sub.String(), c.succeeded, c.failed, int64(c.failures), c.failingSince
+		hung[i] = c.hung
 	}
 	q := queries.RecordOutcomes{IDs: ids, Tenants: tenants, Versions: versions, Statuses: statuses, Attempts: attempts, Rounds: rounds,
 		Triggers: triggers, Nexts: nexts, Claims: claims, ClaimedBy: claimedBy, LastCodes: lastCodes, LastErrors: lastErrors,
 		AttemptIDs: attemptIDs, Results: results, Durations: durations, Codes: codes, Classes: classes, Errors: errs,
 		Excerpts: excerpts, Headers: headers, Subs: subs, Succeeded: succeeded, Failed: failed, Failures: failures, Since: since,
+		Hung: hung, HoldUntil: now.Add(s.holdFor), HungSince: now.Add(-s.sendTimeout - successRefresh),
 		Now: now, RefreshedAfter: now.Add(-successRefresh)}
 	rows, err := s.conn(ctx).Raw(q.SQL(), q.Args()...).Rows()
 	if err != nil {

@@ -43,6 +43,9 @@ type outgoing struct {
 	Body      []byte            // signed and sent byte for byte
 	Keys      []signing.Key     // current secret first, then a rotated-out one still in its grace period
 	Headers   map[string]string // the subscription's own; names the sender sets are refused at validation
+	// Hung, if set, runs (in a goroutine of its own) when no response headers arrived within the
+	// sender's hangAfter; the request goes on until its timeout.
+	Hung func()
 }
 
 // sendResult is what one attempt observed.
@@ -73,8 +76,9 @@ func (r sendResult) Succeeded() bool {
 
 // sender posts signed webhook requests through an SSRF-guarded, redirect-refusing client.
 type sender struct {
-	client *http.Client
-	now    func() time.Time
+	client    *http.Client
+	now       func() time.Time
+	hangAfter time.Duration // when outgoing.Hung runs; 0 = never
 }
 
 // newSender sizes its keep-alive pools to the sends a replica makes at once (concurrency): one host,
@@ -125,7 +129,14 @@ func (s *sender) send(ctx context.Context, out outgoing) sendResult {
 	req.Header.Set(signing.HeaderTimestamp, strconv.FormatInt(ts, 10))
 	req.Header.Set(signing.HeaderSignature, signing.Header(out.Keys, out.MessageID, ts, out.Body))
 
-	resp, err := s.client.Do(req)
+	var hang *time.Timer
+	if out.Hung != nil && s.hangAfter > 0 {
+		hang = time.AfterFunc(s.hangAfter, out.Hung)
+	}
+	resp, err := s.client.Do(req) // returns once the response headers arrived
+	if hang != nil {
+		hang.Stop()
+	}
 	if err != nil {
 		res.ErrorClass, res.Error = classifyTransportError(err), truncate(err.Error(), maxErrorLength)
 		return finish()

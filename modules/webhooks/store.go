@@ -17,7 +17,11 @@ import (
 )
 
 // store is the module's data access; every call runs in the unit of work carried by ctx, if any.
-type store struct{ db *database.DB }
+type store struct {
+	db          *database.DB
+	holdFor     time.Duration // Config.HoldFor: how long a timeout holds an endpoint
+	sendTimeout time.Duration // Config.SendTimeout
+}
 
 func (s store) conn(ctx context.Context) *gorm.DB { return s.db.Conn(ctx) }
 
@@ -179,7 +183,7 @@ func (s store) subscriptions(ctx context.Context, after uuid.UUID, limit int) ([
 type fanOutTarget struct {
 	id         uuid.UUID
 	eventTypes patternSet
-	failing    bool // queries.FailingHealth: its new deliveries wait for the sweep
+	failing    bool // queries.FailingHealth, or held (breaker.go): its new deliveries wait for the sweep
 }
 
 // succeededHealth says, of a subscription's health row h, that its last attempt, on any replica,
@@ -322,12 +326,14 @@ func (s store) saveDelivery(ctx context.Context, d *Delivery) error {
 
 // dueDeliveries are pending rows of active subscriptions whose next attempt (or expired lease) is
 // due, taken round-robin across subscriptions: each one's oldest due first, then each one's second,
-// and so on, at most perSubscription of each, so one endpoint's backlog cannot fill the batch while
-// another's retries wait. A failing subscription (queries.FailingHealth) gets its first turn with the others
+// and so on, so one endpoint's backlog cannot fill the batch while another's retries wait; at most
+// perSubscription of a failing one, so a healthy endpoint's backlog (requests the send gate put back
+// in a burst) drains at the batch's pace, not a tenth of it. A failing subscription (queries.FailingHealth) gets its first turn with the others
 // and its further turns after every healthy one's: endpoints that hang keep many deliveries due (put
 // back by the send gate, or new), and those must not crowd a healthy endpoint's out of the batch.
 // Paused and disabled subscriptions, and disabled tenants, are skipped: their deliveries wait,
-// pending, with no attempt spent.
+// pending, with no attempt spent; so are held endpoints (breaker.go) until their hold passes, and
+// then only their oldest due delivery is taken, the probe (holdProbes).
 func (s store) dueDeliveries(ctx context.Context, now time.Time, limit, perSubscription int) ([]*Delivery, error) {
 	var ds []*Delivery
 	q := queries.DueDeliveries{Pending: string(StatusPending), Active: string(StatusActive), Now: now, PerSubscription: perSubscription, Limit: limit}

@@ -13,6 +13,8 @@ import (
 	"embed"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 //go:embed *.sql
@@ -34,13 +36,16 @@ func load(name string) string {
 }
 
 var (
-	takeClaims       = load("take_claims")
-	recordOutcomes   = load("record_outcomes")
-	insertEvents     = load("insert_events")
-	createDeliveries = load("create_deliveries")
-	fanOutTargets    = load("fan_out_targets")
-	dueDeliveries    = load("due_deliveries")
-	countDue         = load("count_due")
+	takeClaims        = load("take_claims")
+	recordOutcomes    = load("record_outcomes")
+	insertEvents      = load("insert_events")
+	createDeliveries  = load("create_deliveries")
+	fanOutTargets     = load("fan_out_targets")
+	dueDeliveries     = load("due_deliveries")
+	countDue          = load("count_due")
+	waitingDeliveries = load("waiting_deliveries")
+	sameEvent         = load("same_event")
+	putBacks          = load("put_backs")
 )
 
 // Array passes a Go slice as one PostgreSQL array parameter (CAST(@x AS text[]) and the like):
@@ -92,6 +97,8 @@ type RecordOutcomes struct {
 	Succeeded, Failed         []bool
 	Failures                  []int64
 	Since                     []*time.Time
+	Hung                      []bool    // the subscription's last outcome timed out: hold it until HoldUntil...
+	HoldUntil, HungSince      time.Time // ...unless it answered after HungSince; any other outcome ends a hold
 	Now, RefreshedAfter       time.Time // a success older than RefreshedAfter writes last_success_at again
 }
 
@@ -112,7 +119,9 @@ func (p RecordOutcomes) Args() []any {
 		sql.Named("excerpts", Array[string](p.Excerpts)), sql.Named("headers", Array[string](p.Headers)),
 		sql.Named("subs", Array[string](p.Subs)), sql.Named("succeeded", Array[bool](p.Succeeded)),
 		sql.Named("failed", Array[bool](p.Failed)), sql.Named("failures", Array[int64](p.Failures)),
-		sql.Named("since", Array[*time.Time](p.Since)), sql.Named("now", p.Now), sql.Named("refreshed_after", p.RefreshedAfter)}
+		sql.Named("since", Array[*time.Time](p.Since)), sql.Named("hung", Array[bool](p.Hung)),
+		sql.Named("hold_until", p.HoldUntil), sql.Named("hung_since", p.HungSince),
+		sql.Named("now", p.Now), sql.Named("refreshed_after", p.RefreshedAfter)}
 }
 
 // InsertEvents stores the events whose key is new and returns their keys: insert_events.sql.
@@ -169,8 +178,8 @@ func (p FanOutTargets) Args() []any {
 type DueDeliveries struct {
 	Pending, Active string
 	Now             time.Time
-	PerSubscription int // turns of one subscription at most
-	Limit           int
+	PerSubscription int // turns of one failing subscription at most
+	Limit           int // deliveries in all, and turns of one healthy subscription at most
 }
 
 // SQL is the statement's text.
@@ -194,4 +203,58 @@ func (CountDue) SQL() string { return countDue }
 // Args are its named parameters.
 func (p CountDue) Args() []any {
 	return []any{sql.Named("pending", p.Pending), sql.Named("now", p.Now), sql.Named("active", p.Active)}
+}
+
+// WaitingDeliveries reads a tenant's deliveries the sweep would claim now had its lease ended, in id
+// order after After: waiting_deliveries.sql (a tenant enabled again requests them at once).
+type WaitingDeliveries struct {
+	Tenant          uuid.UUID
+	Pending, Active string
+	After           uuid.UUID
+	Now, LeaseEndBy time.Time
+	Limit           int
+}
+
+// SQL is the statement's text.
+func (WaitingDeliveries) SQL() string { return waitingDeliveries }
+
+// Args are its named parameters.
+func (p WaitingDeliveries) Args() []any {
+	return []any{sql.Named("tenant", p.Tenant), sql.Named("pending", p.Pending), sql.Named("after", p.After),
+		sql.Named("now", p.Now), sql.Named("lease_end_by", p.LeaseEndBy), sql.Named("active", p.Active), sql.Named("limit", p.Limit)}
+}
+
+// SameEvent compares a stored event with a posted one as PostgreSQL sees them (data as jsonb):
+// same_event.sql.
+type SameEvent struct {
+	Tenant   uuid.UUID
+	ID, Type string
+	Data     string // JSON text
+}
+
+// SQL is the statement's text.
+func (SameEvent) SQL() string { return sameEvent }
+
+// Args are its named parameters.
+func (p SameEvent) Args() []any {
+	return []any{sql.Named("tenant", p.Tenant), sql.Named("id", p.ID), sql.Named("type", p.Type), sql.Named("data", p.Data)}
+}
+
+// PutBacks releases a batch of untaken claims until their due times, keeping reserved rate slots:
+// put_backs.sql. One entry per claim.
+type PutBacks struct {
+	IDs, Tenants, Claims []string
+	Dues                 []time.Time
+	Slots                []*time.Time
+	Pending              string
+}
+
+// SQL is the statement's text.
+func (PutBacks) SQL() string { return putBacks }
+
+// Args are its named parameters.
+func (p PutBacks) Args() []any {
+	return []any{sql.Named("ids", Array[string](p.IDs)), sql.Named("tenants", Array[string](p.Tenants)),
+		sql.Named("claims", Array[string](p.Claims)), sql.Named("dues", Array[time.Time](p.Dues)),
+		sql.Named("slots", Array[*time.Time](p.Slots)), sql.Named("pending", p.Pending)}
 }

@@ -20,13 +20,14 @@ updated AS (
     RETURNING d.id),
 h AS (
     SELECT * FROM unnest(CAST(@subs AS text[])::uuid[], CAST(@succeeded AS bool[]), CAST(@failed AS bool[]),
-        CAST(@failures AS int8[]), CAST(@since AS timestamptz[])) AS h(sub, succeeded, failed, failures, since)
+        CAST(@failures AS int8[]), CAST(@since AS timestamptz[]), CAST(@hung AS bool[])) AS h(sub, succeeded, failed, failures, since, hung)
     WHERE failed OR NOT EXISTS (SELECT 1 FROM webhook_subscription_health fresh WHERE fresh.subscription_id = sub
-        AND fresh.consecutive_failures = 0 AND fresh.last_success_at >= @refreshed_after)),
+        AND fresh.consecutive_failures = 0 AND fresh.last_success_at >= @refreshed_after AND fresh.held_until IS NULL)),
 health AS (
-    INSERT INTO webhook_subscription_health AS sh (subscription_id, last_success_at, last_failure_at, failing_since, consecutive_failures)
+    INSERT INTO webhook_subscription_health AS sh (subscription_id, last_success_at, last_failure_at, failing_since, consecutive_failures,
+        held_until)
     SELECT sub, CASE WHEN succeeded THEN CAST(@now AS timestamptz) END, CASE WHEN failed THEN CAST(@now AS timestamptz) END,
-        since, failures
+        since, failures, CASE WHEN hung THEN CAST(@hold_until AS timestamptz) END
     FROM h ORDER BY sub
     ON CONFLICT (subscription_id) DO UPDATE SET
         last_success_at = coalesce(excluded.last_success_at, sh.last_success_at),
@@ -34,9 +35,14 @@ health AS (
         consecutive_failures = CASE WHEN excluded.last_success_at IS NOT NULL THEN excluded.consecutive_failures
             ELSE sh.consecutive_failures + excluded.consecutive_failures END,
         failing_since = CASE WHEN excluded.last_success_at IS NOT NULL THEN excluded.failing_since
-            ELSE coalesce(sh.failing_since, excluded.failing_since) END
+            ELSE coalesce(sh.failing_since, excluded.failing_since) END,
+        -- A timeout holds the endpoint (opens the breaker) unless it answered another request meanwhile;
+        -- any other outcome ends a hold.
+        held_until = CASE WHEN excluded.held_until IS NULL THEN NULL
+            WHEN sh.last_success_at IS NULL OR sh.last_success_at < @hung_since THEN excluded.held_until
+            ELSE sh.held_until END
     WHERE excluded.last_failure_at IS NOT NULL OR sh.consecutive_failures > 0 OR sh.last_success_at IS NULL
-        OR sh.last_success_at < @refreshed_after
+        OR sh.last_success_at < @refreshed_after OR sh.held_until IS NOT NULL
     RETURNING subscription_id, failing_since, consecutive_failures),
 closed AS (
     UPDATE webhook_attempts a SET result = CASE WHEN EXISTS (SELECT 1 FROM updated u WHERE u.id = o.id) THEN o.result ELSE 'superseded' END,

@@ -63,7 +63,7 @@ func (f *firstArrivals) of(id string) (time.Time, bool) {
 
 func TestAHealthyEndpointBesideFiftyHangingOnesOnTwoReplicasGetsItsEventsWithinThreeSecondsAtP95(t *testing.T) {
 	cfg := testConfig()
-	cfg.SendTimeout, cfg.ClaimLease, cfg.SweepInterval = 10*time.Second, 30*time.Second, time.Second
+	cfg.SendTimeout, cfg.ClaimLease, cfg.SweepInterval, cfg.HoldFor = 10*time.Second, 30*time.Second, time.Second, 30*time.Second
 	a := newHarness(t, cfg, harnessOptions{bus: true, jobs: true})
 	b := newHarness(t, cfg, harnessOptions{database: a.database, bus: true, jobs: true})
 	arrivals := &firstArrivals{at: map[string]time.Time{}}
@@ -188,7 +188,7 @@ func TestAfterHangingEndpointsComeBackEveryDeliveryIsDeliveredExactlyOnce(t *tes
 
 func TestAnEndpointThatAnswersInEightSecondsIsStillServedBesideHangingOnes(t *testing.T) {
 	cfg := testConfig()
-	cfg.SendTimeout, cfg.ClaimLease, cfg.SweepInterval = 10*time.Second, 30*time.Second, 200*time.Millisecond
+	cfg.SendTimeout, cfg.ClaimLease, cfg.SweepInterval, cfg.HoldFor = 10*time.Second, 30*time.Second, 200*time.Millisecond, 30*time.Second
 	a := newHarness(t, cfg, harnessOptions{bus: true, jobs: true})
 	b := newHarness(t, cfg, harnessOptions{database: a.database, bus: true, jobs: true})
 	hangingEndpoints(t, a, 10, "report.*")

@@ -112,8 +112,13 @@ func TestAHealthyEndpointBesideFiftyHangingOnesOnTwoReplicasGetsItsEventsWithinT
 	p50, p95 := lat[events/2], lat[events*95/100]
 	t.Logf("healthy endpoint beside 50 hanging ones: p50 %s, p95 %s, max %s; %d requests reached the hanging endpoints",
 		p50, p95, lat[events-1], requestsReached(dead))
-	// The goal is 500 ms; 3 s catches a regression (tens of seconds) without failing on a loaded machine.
-	require.Less(t, p95, 3*time.Second, "healthy p95")
+	// The goal is 500 ms; 3 s catches a regression (tens of seconds) without failing on a loaded machine,
+	// and the race detector, which slows every goroutine several times, gets four times that.
+	bound := 3 * time.Second
+	if raceEnabled {
+		bound = 12 * time.Second
+	}
+	require.Less(t, p95, bound, "healthy p95")
 	require.Less(t, requestsReached(dead), events*50/4, "the hanging endpoints were held, not sent every delivery")
 }
 

@@ -33,8 +33,11 @@ func postEvent(h *harness, eventType string, i int) (string, error) {
 	var body struct {
 		ID string `json:"id"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusAccepted {
-		return "", fmt.Errorf("POST /events: %d %v", resp.StatusCode, err)
+	if resp.StatusCode != http.StatusAccepted {
+		return "", fmt.Errorf("POST /events: %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return "", fmt.Errorf("POST /events: %w", err)
 	}
 	return body.ID, nil
 }

@@ -50,6 +50,7 @@ type options struct {
 	replicas  int
 	events    int
 	fanout    int
+	filter    string
 	rate      int
 	duration  time.Duration
 	posters   int
@@ -91,6 +92,7 @@ func main() {
 	flag.StringVar(&o.convoyBin, "convoy-bin", "", "Convoy's binary for -peer convoy")
 	flag.IntVar(&o.rounds, "rounds", 2, "rounds of -peer (each: Keelson, the peer, pgbench)")
 	flag.StringVar(&o.beforeBin, "before", "", "another keelson binary (the code before a change): rounds alternate it with -bin (and -peer)")
+	flag.StringVar(&o.filter, "filter", "", `a subscription filter (CEL): a burst to -fanout endpoints without it, then one to endpoints with it (every event passes), compared; e.g. -filter 'data.amount > 100 && data.currency == "EUR"'`)
 	flag.Parse()
 	log.SetFlags(log.Ltime)
 
@@ -133,6 +135,11 @@ func run(ctx context.Context, o options) error {
 	if o.events > 0 {
 		if _, err := throughput(ctx, env, o); err != nil {
 			return fmt.Errorf("throughput: %w", err)
+		}
+	}
+	if o.filter != "" {
+		if err := filterCost(ctx, env, o); err != nil {
+			return fmt.Errorf("filter: %w", err)
 		}
 	}
 	stop := func() {}

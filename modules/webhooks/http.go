@@ -81,6 +81,7 @@ type createSubscriptionRequest struct {
 	Status      string            `json:"status,omitempty"`
 	Headers     map[string]string `json:"headers,omitempty"`
 	RateLimit   *float64          `json:"rate_limit,omitempty" doc:"requests per second, 0.1–10000; 0 or absent = no limit"`
+	Filter      string            `json:"filter,omitempty" doc:"a CEL expression (cel.dev) over the event, evaluated when it fans out: only events it accepts become deliveries to this subscription, after event_types matched. It sees id and type (strings), timestamp, and data (the event's data; JSON numbers are doubles and compare with ints as numbers) and must produce a bool, such as data.amount > 100 && data.currency == \"EUR\". An event it fails on (a missing field: guard with has(data.x); a type mismatch; its cost limit) is not delivered. Refused with 422 naming the line and column of the error. Absent or \"\" = every matching event."`
 }
 
 type updateSubscriptionRequest struct {
@@ -91,6 +92,7 @@ type updateSubscriptionRequest struct {
 	Status      *string            `json:"status,omitempty"`
 	Headers     *map[string]string `json:"headers,omitempty"`
 	RateLimit   *float64           `json:"rate_limit,omitempty" doc:"requests per second; 0 removes the limit"`
+	Filter      *string            `json:"filter,omitempty" doc:"a CEL expression over the event (see create); \"\" removes the filter"`
 }
 
 type subscriptionResponse struct {
@@ -114,6 +116,8 @@ type subscriptionResponse struct {
 	Warnings  []string          `json:"warnings,omitempty"` // patterns matching no catalogued type, on create and update
 	// RateLimit is the requests per second sent to it at most, across replicas; null = no limit.
 	RateLimit *float64 `json:"rate_limit"`
+	// Filter is the CEL expression an event must satisfy to be delivered; "" = none.
+	Filter string `json:"filter"`
 }
 
 // toSubscriptionResponse never includes the secret; create and rotate add it explicitly.
@@ -126,7 +130,7 @@ func toSubscriptionResponse(s Subscription) subscriptionResponse {
 		ID: s.ID, URL: s.URL, EventTypes: types, Description: s.Description, Enabled: s.Enabled,
 		Status: s.Status, DisabledReason: nullable(s.DisabledReason),
 		LastSuccessAt: utc(s.Health.LastSuccessAt), LastFailureAt: utc(s.Health.LastFailureAt),
-		ConsecutiveFailures: s.Health.ConsecutiveFailures, Headers: s.Headers.redacted(), RateLimit: s.RateLimit,
+		ConsecutiveFailures: s.Health.ConsecutiveFailures, Headers: s.Headers.redacted(), RateLimit: s.RateLimit, Filter: s.Filter,
 		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(), Version: s.Version.String(),
 	}
 }

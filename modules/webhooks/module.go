@@ -280,6 +280,7 @@ type Service struct {
 	outcomes *batcher[outcome, committed]          // the outcome of each send, batched
 	ingests  *batcher[ingestRequest, ingestResult] // events ingested outside a unit of work, batched
 	opened   *openedCache                          // subscriptions' opened keys and headers, per row version
+	filters  *programs                             // compiled subscription filters, by expression
 }
 
 // NewService wires the service; cfg must have passed Validate.
@@ -313,6 +314,7 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 		sender: newSender(cfg.SendTimeout, targets, cfg.Concurrency, time.Now),
 		log:    log, metrics: met, now: database.Now, jitter: jitter, instance: defaultInstance(),
 		gate: newSendGate(cfg.Concurrency, cfg.EndpointConcurrency, time.Now), terms: &termsCache{}, opened: &openedCache{},
+		filters:  newPrograms(filterExpression, expressionCacheSize),
 		handling: make(chan struct{}, cfg.Concurrency), handlers: newWarmGoroutines(5 * time.Second),
 	}
 	svc.takes = newBatcher(takeBatch, svc.writeTakes)

@@ -216,7 +216,8 @@ func (s store) subscriptions(ctx context.Context, after uuid.UUID, limit int) ([
 type fanOutTarget struct {
 	id         uuid.UUID
 	eventTypes patternSet
-	failing    bool // failingHealth: its new deliveries wait for the sweep
+	filter     string // a CEL expression the event must satisfy; "" = none
+	failing    bool   // failingHealth: its new deliveries wait for the sweep
 }
 
 // failingHealth says, of a subscription's health row h, that its endpoint is failing: its last 3
@@ -236,7 +237,7 @@ func (s store) fanOutTargets(ctx context.Context, tenants []uuid.UUID) (map[uuid
 	for i, t := range tenants {
 		ids[i] = t.String()
 	}
-	rows, err := s.conn(ctx).Raw(`SELECT s.tenant_id, s.id, s.event_types, `+failingHealth+`
+	rows, err := s.conn(ctx).Raw(`SELECT s.tenant_id, s.id, s.event_types, s.filter, `+failingHealth+`
 		FROM webhook_subscriptions s LEFT JOIN webhook_subscription_health h ON h.subscription_id = s.id
 		WHERE s.tenant_id = ANY(CAST(@tenants AS text[])::uuid[]) AND s.status <> @disabled AND s.deleted_at IS NULL
 		ORDER BY s.tenant_id, s.id`, sql.Named("tenants", pgArray[string](ids)), sql.Named("disabled", StatusDisabled)).Rows()
@@ -248,7 +249,7 @@ func (s store) fanOutTargets(ctx context.Context, tenants []uuid.UUID) (map[uuid
 	for rows.Next() {
 		var tenant uuid.UUID
 		var t fanOutTarget
-		if err := rows.Scan(&tenant, &t.id, &t.eventTypes, &t.failing); err != nil {
+		if err := rows.Scan(&tenant, &t.id, &t.eventTypes, &t.filter, &t.failing); err != nil {
 			return nil, err
 		}
 		out[tenant] = append(out[tenant], t)

@@ -45,7 +45,9 @@ type Subscription struct {
 	// Headers are sent with every attempt; their values are held sealed like the secret, and shown redacted.
 	Headers headerMap `gorm:"column:headers"`
 	// RateLimit caps the requests per second sent to it, across replicas; nil = no limit.
-	RateLimit *float64           `gorm:"column:rate_limit"`
+	RateLimit *float64 `gorm:"column:rate_limit"`
+	// Filter is a CEL expression over the event (expression.go); "" delivers every event its patterns match.
+	Filter    string             `gorm:"column:filter"`
 	CreatedAt time.Time          `gorm:"column:created_at"`
 	UpdatedAt time.Time          `gorm:"column:updated_at"`
 	DeletedAt *time.Time         `gorm:"column:deleted_at"`
@@ -68,6 +70,7 @@ type SubscriptionInput struct {
 	Status      string
 	Headers     map[string]string
 	RateLimit   *float64 // requests per second; nil or 0 = no limit
+	Filter      string   // a CEL expression over the event; "" = none
 }
 
 // SubscriptionPatch changes a subscription; nil fields are left as they are. Enabled true resumes,
@@ -80,6 +83,7 @@ type SubscriptionPatch struct {
 	Status      *string
 	Headers     *map[string]string // replaces the set; an empty map removes them all
 	RateLimit   *float64           // requests per second; 0 removes the limit
+	Filter      *string            // "" removes the filter
 }
 
 // newSubscription validates the input and returns the subscription, its secret and header values
@@ -104,6 +108,7 @@ func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy, 
 	checkErr(&v, "headers", err)
 	rate, err := normalizeRateLimit(in.RateLimit)
 	checkErr(&v, "rate_limit", err)
+	checkErr(&v, "filter", validateExpression(in.Filter, filterExpression))
 	secret := in.Secret
 	if secret != "" {
 		_, err := secretKey(secret)
@@ -130,7 +135,7 @@ func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy, 
 	}
 	sub := &Subscription{
 		ID: id, URL: in.URL, EventTypes: patterns, Description: in.Description,
-		Secret: sealedSecret, Headers: headers, RateLimit: rate, CreatedAt: now, UpdatedAt: now,
+		Secret: sealedSecret, Headers: headers, RateLimit: rate, Filter: in.Filter, CreatedAt: now, UpdatedAt: now,
 	}
 	sub.setStatus(status, manualReason(status))
 	return sub, secret, nil
@@ -176,8 +181,14 @@ func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets targetP
 		rate, err = normalizeRateLimit(p.RateLimit)
 		checkErr(&v, "rate_limit", err)
 	}
+	if p.Filter != nil {
+		checkErr(&v, "filter", validateExpression(*p.Filter, filterExpression))
+	}
 	if err := v.Err(); err != nil {
 		return err
+	}
+	if p.Filter != nil {
+		s.Filter = *p.Filter
 	}
 	if p.Headers != nil {
 		sealed, err := seal.sealHeaders(s.ID, headers)

@@ -167,8 +167,11 @@ type CreateSubscriptionRequest struct {
 	Enabled *bool `json:"enabled,omitempty"`
 
 	// EventTypes 1–50 patterns: an exact type, "prefix.*" or "*"
-	EventTypes *[]string          `json:"event_types"`
-	Headers    *map[string]string `json:"headers,omitempty"`
+	EventTypes *[]string `json:"event_types"`
+
+	// Filter a CEL expression (cel.dev) over the event, evaluated when it fans out: only events it accepts become deliveries to this subscription, after event_types matched. It sees id and type (strings), timestamp, and data (the event's data; JSON numbers are doubles and compare with ints as numbers) and must produce a bool, such as data.amount > 100 && data.currency == "EUR". An event it fails on (a missing field: guard with has(data.x); a type mismatch; its cost limit) is not delivered. Refused with 422 naming the line and column of the error. Absent or "" = every matching event.
+	Filter  *string            `json:"filter,omitempty"`
+	Headers *map[string]string `json:"headers,omitempty"`
 
 	// RateLimit requests per second, 0.1–10000; 0 or absent = no limit
 	RateLimit *float64 `json:"rate_limit,omitempty"`
@@ -413,6 +416,7 @@ type SubscriptionResponse struct {
 	DisabledReason      *string           `json:"disabled_reason"`
 	Enabled             bool              `json:"enabled"`
 	EventTypes          *[]string         `json:"event_types"`
+	Filter              string            `json:"filter"`
 	Headers             map[string]string `json:"headers"`
 	Id                  string            `json:"id"`
 	LastFailureAt       *time.Time        `json:"last_failure_at"`
@@ -470,10 +474,13 @@ type TokenResponse struct {
 
 // UpdateSubscriptionRequest defines model for UpdateSubscriptionRequest.
 type UpdateSubscriptionRequest struct {
-	Description *string            `json:"description,omitempty"`
-	Enabled     *bool              `json:"enabled,omitempty"`
-	EventTypes  *[]string          `json:"event_types,omitempty"`
-	Headers     *map[string]string `json:"headers,omitempty"`
+	Description *string   `json:"description,omitempty"`
+	Enabled     *bool     `json:"enabled,omitempty"`
+	EventTypes  *[]string `json:"event_types,omitempty"`
+
+	// Filter a CEL expression over the event (see create); "" removes the filter
+	Filter  *string            `json:"filter,omitempty"`
+	Headers *map[string]string `json:"headers,omitempty"`
 
 	// RateLimit requests per second; 0 removes the limit
 	RateLimit *float64 `json:"rate_limit,omitempty"`

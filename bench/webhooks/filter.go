@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// filterResult is one burst of the filter comparison.
+type filterResult struct {
+	acceptedPerSec, deliveriesPerSec, appMSPerEvent float64
+}
+
+// filterCost measures what a content filter costs at fan-out: two bursts of o.events events, each to
+// o.fanout endpoints, in the same environment; the first group's endpoints have no filter, the
+// second's each carry o.filter, which every event passes (so both deliver the same number). The
+// filter runs while an event is ingested, so events accepted per second is the fan-out's rate.
+func filterCost(ctx context.Context, e *environment, o options) error {
+	groups := []struct{ name, filter string }{{"plain", ""}, {"filtered", o.filter}}
+	for _, g := range groups {
+		for i := range o.fanout {
+			body := map[string]any{"url": fmt.Sprintf("%s/%s/%d", e.receiver.url, g.name, i), "event_types": []string{g.name + ".*"}}
+			if g.filter != "" {
+				body["filter"] = g.filter
+			}
+			if _, err := e.post(ctx, e.apis[0], "/subscriptions", body); err != nil {
+				return err
+			}
+		}
+	}
+	results := make([]filterResult, len(groups))
+	for i, g := range groups {
+		res, err := filterBurst(ctx, e, o, g.name)
+		if err != nil {
+			return fmt.Errorf("%s burst: %w", g.name, err)
+		}
+		results[i] = res
+	}
+	plain, filtered := results[0], results[1]
+	fmt.Printf("## Content filter at fan-out: %d events × %d endpoints, each endpoint's filter `%s`\n\n", o.events, o.fanout, o.filter)
+	fmt.Printf("| measure | no filter | filter | filter / none |\n|---|---|---|---|\n")
+	fmt.Printf("| events accepted (fanned out) | %.0f /s | %.0f /s | %.2f |\n", plain.acceptedPerSec, filtered.acceptedPerSec, filtered.acceptedPerSec/plain.acceptedPerSec)
+	fmt.Printf("| deliveries at the receiver | %.0f /s | %.0f /s | %.2f |\n", plain.deliveriesPerSec, filtered.deliveriesPerSec, filtered.deliveriesPerSec/plain.deliveriesPerSec)
+	fmt.Printf("| CPU per event, keelson processes | %.3f ms | %.3f ms | +%.3f ms (%d filters each) |\n\n", plain.appMSPerEvent, filtered.appMSPerEvent,
+		filtered.appMSPerEvent-plain.appMSPerEvent, o.fanout)
+	return nil
+}
+
+// filterBurst posts o.events events of group as fast as the API takes them and waits for their deliveries.
+func filterBurst(ctx context.Context, e *environment, o options, group string) (filterResult, error) {
+	r := e.rcv()
+	r.reset()
+	want := int64(o.events * o.fanout)
+	before := e.cpu(ctx)
+	start := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, o.posters)
+	for p := range o.posters {
+		wg.Go(func() {
+			for next.Add(1) <= int64(o.events) {
+				data := map[string]any{"p": p, "amount": 150, "currency": "EUR", "customer": map[string]any{"tier": "gold", "country": "DE"}}
+				if _, err := e.publish(ctx, p, group, group+".created", data); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	posted := time.Since(start)
+	select {
+	case err := <-errs:
+		return filterResult{}, err
+	default:
+	}
+	if err := waitFor(func() bool { return r.count.Load() >= want }, 10*time.Minute); err != nil {
+		return filterResult{}, fmt.Errorf("%d of %d deliveries arrived: %w", r.count.Load(), want, err)
+	}
+	after := e.cpu(ctx)
+	first, last := r.window()
+	return filterResult{
+		acceptedPerSec:   float64(o.events) / posted.Seconds(),
+		deliveriesPerSec: float64(want) / last.Sub(first).Seconds(),
+		appMSPerEvent:    1000 * (after.app - before.app) / float64(o.events),
+	}, nil
+}

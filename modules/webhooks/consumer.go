@@ -180,6 +180,9 @@ func (s *Service) send(ctx context.Context, t taken, seen uint64, pass *gatePass
 	}
 	body := t.body.bytes
 	keys, headers, err := s.opened.of(t.sub, s.now(), s.sealer, seen)
+	if err == nil {
+		ctx, err = s.egressContext(ctx, t.sub) // the endpoint's proxy and client certificate (egress.go)
+	}
 	if err != nil {
 		var missing *secrets.MissingKeyError
 		return sendResult{ErrorClass: errClassRequest, Error: err.Error(), keyMissing: errors.As(err, &missing)}

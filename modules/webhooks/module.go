@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
@@ -72,6 +73,7 @@ const defaultSweepBatch = 500
 type Config struct {
 	AllowPrivateTargets bool            // allow loopback, private and link-local targets (dev and tests)
 	AllowedTargets      []string        // host:port pairs reached even when private (a receiver on the compose network)
+	EgressProxy         string          // HTTP CONNECT proxy of every request (ParseEgressProxy); "" = direct
 	SendTimeout         time.Duration   // HTTP timeout of one attempt
 	ClaimLease          time.Duration   // how long a claim keeps the sweep away; must exceed SendTimeout by 500 ms or more (Validate)
 	SweepInterval       time.Duration   // how often due deliveries are swept
@@ -172,6 +174,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := newTargetPolicy(c.AllowPrivateTargets, c.AllowedTargets); err != nil {
 		errs = append(errs, fmt.Errorf("webhooks: AllowedTargets: %w", err))
+	}
+	if _, err := ParseEgressProxy(c.EgressProxy); err != nil {
+		errs = append(errs, fmt.Errorf("webhooks: EgressProxy: %w", err))
 	}
 	if c.RetryAfterMax < 0 {
 		errs = append(errs, errors.New("webhooks: RetryAfterMax must not be negative"))
@@ -317,6 +322,8 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 		filters:  newPrograms(filterExpression, expressionCacheSize),
 		handling: make(chan struct{}, cfg.Concurrency), handlers: newWarmGoroutines(5 * time.Second),
 	}
+	proxy, _ := ParseEgressProxy(cfg.EgressProxy) // checked by Validate
+	svc.sender.client.Transport = newEgressTransports(svc.sender.client.Transport.(*http.Transport), proxy, targets, cfg.SendTimeout)
 	svc.takes = newBatcher(takeBatch, svc.writeTakes)
 	svc.takes.split = oncePer(func(r takeRequest) uuid.UUID { return r.DeliveryID }) // a delivery once per batch
 	svc.outcomes = newBatcher(outcomeBatch, svc.writeOutcomes)

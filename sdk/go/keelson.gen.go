@@ -173,13 +173,25 @@ type CreateSubscriptionRequest struct {
 	Filter  *string            `json:"filter,omitempty"`
 	Headers *map[string]string `json:"headers,omitempty"`
 
+	// ProxyUrl this endpoint's HTTP CONNECT proxy, http://host:port (no user information), instead of the deployment's WEBHOOKS_EGRESS_PROXY; the SSRF guard still judges the endpoint's address, and the proxy's like a target's
+	ProxyUrl *string `json:"proxy_url,omitempty"`
+
 	// RateLimit requests per second, 0.1–10000; 0 or absent = no limit
 	RateLimit *float64 `json:"rate_limit,omitempty"`
 
 	// Secret generated when absent
 	Secret *string `json:"secret,omitempty"`
 	Status *string `json:"status,omitempty"`
-	Url    string  `json:"url"`
+
+	// TlsCaBundle PEM certificates the endpoint's server certificate is verified against instead of the system roots
+	TlsCaBundle *string `json:"tls_ca_bundle,omitempty"`
+
+	// TlsClientCertificate PEM client certificate (and chain) presented to an https endpoint that asks for one (mTLS); needs tls_client_key
+	TlsClientCertificate *string `json:"tls_client_certificate,omitempty"`
+
+	// TlsClientKey PEM private key of tls_client_certificate; stored sealed like the signing secret and never returned
+	TlsClientKey *string `json:"tls_client_key,omitempty"`
+	Url          string  `json:"url"`
 }
 
 // CreateTenantRequest defines model for CreateTenantRequest.
@@ -421,15 +433,18 @@ type SubscriptionResponse struct {
 	Id                  string            `json:"id"`
 	LastFailureAt       *time.Time        `json:"last_failure_at"`
 	LastSuccessAt       *time.Time        `json:"last_success_at"`
+	ProxyUrl            string            `json:"proxy_url"`
 	RateLimit           *float64          `json:"rate_limit"`
 
 	// Secret shown by create and rotate only; a replay under the same Idempotency-Key leaves it out (Idempotent-Redacted: secret)
-	Secret    *string   `json:"secret,omitempty"`
-	Status    string    `json:"status"`
-	UpdatedAt time.Time `json:"updated_at"`
-	Url       string    `json:"url"`
-	Version   string    `json:"version"`
-	Warnings  *[]string `json:"warnings,omitempty"`
+	Secret               *string   `json:"secret,omitempty"`
+	Status               string    `json:"status"`
+	TlsCaBundle          string    `json:"tls_ca_bundle"`
+	TlsClientCertificate string    `json:"tls_client_certificate"`
+	UpdatedAt            time.Time `json:"updated_at"`
+	Url                  string    `json:"url"`
+	Version              string    `json:"version"`
+	Warnings             *[]string `json:"warnings,omitempty"`
 }
 
 // SubscriptionStats defines model for SubscriptionStats.
@@ -482,10 +497,22 @@ type UpdateSubscriptionRequest struct {
 	Filter  *string            `json:"filter,omitempty"`
 	Headers *map[string]string `json:"headers,omitempty"`
 
+	// ProxyUrl "" removes the endpoint's own proxy
+	ProxyUrl *string `json:"proxy_url,omitempty"`
+
 	// RateLimit requests per second; 0 removes the limit
 	RateLimit *float64 `json:"rate_limit,omitempty"`
 	Status    *string  `json:"status,omitempty"`
-	Url       *string  `json:"url,omitempty"`
+
+	// TlsCaBundle "" goes back to the system roots
+	TlsCaBundle *string `json:"tls_ca_bundle,omitempty"`
+
+	// TlsClientCertificate replaces the client certificate; comes with tls_client_key, and "" in both removes them
+	TlsClientCertificate *string `json:"tls_client_certificate,omitempty"`
+
+	// TlsClientKey the new certificate's PEM private key; never returned
+	TlsClientKey *string `json:"tls_client_key,omitempty"`
+	Url          *string `json:"url,omitempty"`
 }
 
 // WindowStats defines model for WindowStats.

@@ -86,7 +86,7 @@ func compileExpression(src string, kind expressionKind) (cel.Program, error) {
 			return nil, fmt.Errorf("must produce a bool (true delivers the event), not %s", out)
 		}
 	case transformExpression:
-		if !out.IsAssignableType(cel.MapType(cel.StringType, cel.DynType)) {
+		if !cel.MapType(cel.StringType, cel.DynType).IsAssignableType(out) && !out.IsExactType(cel.DynType) {
 			return nil, fmt.Errorf("must produce a map (the request body), not %s", out)
 		}
 	}

@@ -82,6 +82,7 @@ type createSubscriptionRequest struct {
 	Headers              map[string]string `json:"headers,omitempty"`
 	RateLimit            *float64          `json:"rate_limit,omitempty" doc:"requests per second, 0.1–10000; 0 or absent = no limit"`
 	Filter               string            `json:"filter,omitempty" doc:"a CEL expression (cel.dev) over the event, evaluated when it fans out: only events it accepts become deliveries to this subscription, after event_types matched. It sees id and type (strings), timestamp, and data (the event's data; JSON numbers are doubles and compare with ints as numbers) and must produce a bool, such as data.amount > 100 && data.currency == \"EUR\". An event it fails on (a missing field: guard with has(data.x); a type mismatch; its cost limit) is not delivered. Refused with 422 naming the line and column of the error. Absent or \"\" = every matching event."`
+	Transform            string            `json:"transform,omitempty" doc:"a CEL expression over the event (the variables of filter) producing the JSON object sent as the request body instead of the event's {id, type, timestamp, data}, such as {\"kind\": type, \"total\": data.amount, \"customer\": data.customer.id}: rename, drop or reshape fields. Evaluated at each attempt within a cost limit and signed like any body; an attempt it fails on (a missing field) fails with the reason. Refused with 422 naming the line and column of the error, or when it cannot produce an object. Absent or \"\" = the event's body."`
 	ProxyURL             string            `json:"proxy_url,omitempty" doc:"this endpoint's HTTP CONNECT proxy, http://host:port (no user information), instead of the deployment's WEBHOOKS_EGRESS_PROXY; the SSRF guard still judges the endpoint's address, and the proxy's like a target's"`
 	TLSClientCertificate string            `json:"tls_client_certificate,omitempty" doc:"PEM client certificate (and chain) presented to an https endpoint that asks for one (mTLS); needs tls_client_key"`
 	TLSClientKey         string            `json:"tls_client_key,omitempty" doc:"PEM private key of tls_client_certificate; stored sealed like the signing secret and never returned"`
@@ -97,6 +98,7 @@ type updateSubscriptionRequest struct {
 	Headers              *map[string]string `json:"headers,omitempty"`
 	RateLimit            *float64           `json:"rate_limit,omitempty" doc:"requests per second; 0 removes the limit"`
 	Filter               *string            `json:"filter,omitempty" doc:"a CEL expression over the event (see create); \"\" removes the filter"`
+	Transform            *string            `json:"transform,omitempty" doc:"a CEL expression producing the body sent (see create); \"\" sends the event's body again"`
 	ProxyURL             *string            `json:"proxy_url,omitempty" doc:"\"\" removes the endpoint's own proxy"`
 	TLSClientCertificate *string            `json:"tls_client_certificate,omitempty" doc:"replaces the client certificate; comes with tls_client_key, and \"\" in both removes them"`
 	TLSClientKey         *string            `json:"tls_client_key,omitempty" doc:"the new certificate's PEM private key; never returned"`
@@ -105,13 +107,13 @@ type updateSubscriptionRequest struct {
 
 func (r createSubscriptionRequest) input() SubscriptionInput {
 	return SubscriptionInput{URL: r.URL, EventTypes: r.EventTypes, Description: r.Description, Secret: r.Secret, Enabled: r.Enabled,
-		Status: r.Status, Headers: r.Headers, RateLimit: r.RateLimit, Filter: r.Filter,
+		Status: r.Status, Headers: r.Headers, RateLimit: r.RateLimit, Filter: r.Filter, Transform: r.Transform,
 		Egress: EgressInput{ProxyURL: r.ProxyURL, TLSClientCertificate: r.TLSClientCertificate, TLSClientKey: r.TLSClientKey, TLSCABundle: r.TLSCABundle}}
 }
 
 func (r updateSubscriptionRequest) patch() SubscriptionPatch {
 	return SubscriptionPatch{URL: r.URL, EventTypes: r.EventTypes, Description: r.Description, Enabled: r.Enabled, Status: r.Status,
-		Headers: r.Headers, RateLimit: r.RateLimit, Filter: r.Filter,
+		Headers: r.Headers, RateLimit: r.RateLimit, Filter: r.Filter, Transform: r.Transform,
 		Egress: EgressPatch{ProxyURL: r.ProxyURL, TLSClientCertificate: r.TLSClientCertificate, TLSClientKey: r.TLSClientKey, TLSCABundle: r.TLSCABundle}}
 }
 
@@ -138,6 +140,8 @@ type subscriptionResponse struct {
 	RateLimit *float64 `json:"rate_limit"`
 	// Filter is the CEL expression an event must satisfy to be delivered; "" = none.
 	Filter string `json:"filter"`
+	// Transform is the CEL expression producing the body sent; "" = the event's body.
+	Transform string `json:"transform"`
 	// ProxyURL is the endpoint's own CONNECT proxy; "" = the deployment's, if any.
 	ProxyURL string `json:"proxy_url"`
 	// TLSClientCertificate is the client certificate presented (mTLS), "" = none; its key is never shown.
@@ -156,7 +160,7 @@ func toSubscriptionResponse(s Subscription) subscriptionResponse {
 		ID: s.ID, URL: s.URL, EventTypes: types, Description: s.Description, Enabled: s.Enabled,
 		Status: s.Status, DisabledReason: nullable(s.DisabledReason),
 		LastSuccessAt: utc(s.Health.LastSuccessAt), LastFailureAt: utc(s.Health.LastFailureAt),
-		ConsecutiveFailures: s.Health.ConsecutiveFailures, Headers: s.Headers.redacted(), RateLimit: s.RateLimit, Filter: s.Filter,
+		ConsecutiveFailures: s.Health.ConsecutiveFailures, Headers: s.Headers.redacted(), RateLimit: s.RateLimit, Filter: s.Filter, Transform: s.Transform,
 		ProxyURL: s.ProxyURL, TLSClientCertificate: s.TLSClientCertificate, TLSCABundle: s.TLSCABundle,
 		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(), Version: s.Version.String(),
 	}
@@ -307,7 +311,7 @@ type deliveryResponse struct {
 	UpdatedAt      time.Time          `json:"updated_at"`
 	Version        string             `json:"version"`
 	Attempts       *[]attemptResponse `json:"attempts,omitempty"`
-	Payload        json.RawMessage    `json:"payload,omitempty"` // detail only: the body every attempt sends
+	Payload        json.RawMessage    `json:"payload,omitempty"` // detail only: the body the attempts send (the subscription's transformation of the event, if it has one)
 }
 
 type attemptResponse struct {
@@ -391,7 +395,7 @@ func (h handlers) getDelivery(ctx context.Context, in *httpapi.ByID) (*deliveryO
 	if err != nil {
 		return nil, err
 	}
-	payload, err := h.s.EventPayload(ctx, d.EventID)
+	payload, err := h.s.deliveryPayload(ctx, d)
 	if err != nil {
 		return nil, err
 	}

@@ -275,17 +275,18 @@ type Service struct {
 	jitter  func(time.Duration) time.Duration
 	tracer  trace.Tracer // nil: attempts record no span
 	// instance names this replica in claims and attempts (module.Deps.InstanceID, else hostname:pid).
-	instance string
-	gate     *sendGate
-	handling chan struct{}   // a place for each delivery being handled: Concurrency of them
-	handlers *warmGoroutines // the goroutines of a request message's deliveries
-	terms    *termsCache
-	sealer   sealer                                // secrets and header values at rest; set by Register (none: stored as they are)
-	takes    *batcher[takeRequest, takeResult]     // the take of each handled request, batched
-	outcomes *batcher[outcome, committed]          // the outcome of each send, batched
-	ingests  *batcher[ingestRequest, ingestResult] // events ingested outside a unit of work, batched
-	opened   *openedCache                          // subscriptions' opened keys and headers, per row version
-	filters  *programs                             // compiled subscription filters, by expression
+	instance   string
+	gate       *sendGate
+	handling   chan struct{}   // a place for each delivery being handled: Concurrency of them
+	handlers   *warmGoroutines // the goroutines of a request message's deliveries
+	terms      *termsCache
+	sealer     sealer                                // secrets and header values at rest; set by Register (none: stored as they are)
+	takes      *batcher[takeRequest, takeResult]     // the take of each handled request, batched
+	outcomes   *batcher[outcome, committed]          // the outcome of each send, batched
+	ingests    *batcher[ingestRequest, ingestResult] // events ingested outside a unit of work, batched
+	opened     *openedCache                          // subscriptions' opened keys and headers, per row version
+	filters    *programs                             // compiled subscription filters, by expression
+	transforms *programs                             // compiled subscription transformations, by expression
 }
 
 // NewService wires the service; cfg must have passed Validate.
@@ -319,7 +320,7 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 		sender: newSender(cfg.SendTimeout, targets, cfg.Concurrency, time.Now),
 		log:    log, metrics: met, now: database.Now, jitter: jitter, instance: defaultInstance(),
 		gate: newSendGate(cfg.Concurrency, cfg.EndpointConcurrency, time.Now), terms: &termsCache{}, opened: &openedCache{},
-		filters:  newPrograms(filterExpression, expressionCacheSize),
+		filters: newPrograms(filterExpression, expressionCacheSize), transforms: newPrograms(transformExpression, expressionCacheSize),
 		handling: make(chan struct{}, cfg.Concurrency), handlers: newWarmGoroutines(5 * time.Second),
 	}
 	proxy, _ := ParseEgressProxy(cfg.EgressProxy) // checked by Validate

@@ -310,6 +310,16 @@ func (s store) event(ctx context.Context, id string) (*eventRecord, error) {
 	return &ev, nil
 }
 
+// transformOf is a subscription's transformation, deleted or not ("" = none).
+func (s store) transformOf(ctx context.Context, id uuid.UUID) (string, error) {
+	var transform string
+	err := s.conn(ctx).Raw(`SELECT transform FROM webhook_subscriptions WHERE id = ?`, id).Row().Scan(&transform)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return transform, err
+}
+
 func (s store) countDeliveries(ctx context.Context, eventID string) (int, error) {
 	var n int64
 	err := s.conn(ctx).Model(&Delivery{}).Where("event_id = ?", eventID).Count(&n).Error

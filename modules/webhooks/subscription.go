@@ -80,6 +80,7 @@ type SubscriptionInput struct {
 	Headers     map[string]string
 	RateLimit   *float64 // requests per second; nil or 0 = no limit
 	Filter      string   // a CEL expression over the event; "" = none
+	Transform   string   // a CEL expression producing the body sent; "" = the event's
 	Egress      EgressInput
 }
 
@@ -94,6 +95,7 @@ type SubscriptionPatch struct {
 	Headers     *map[string]string // replaces the set; an empty map removes them all
 	RateLimit   *float64           // requests per second; 0 removes the limit
 	Filter      *string            // "" removes the filter
+	Transform   *string            // "" sends the event's body again
 	Egress      EgressPatch
 }
 
@@ -120,6 +122,7 @@ func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy, 
 	rate, err := normalizeRateLimit(in.RateLimit)
 	checkErr(&v, "rate_limit", err)
 	checkErr(&v, "filter", validateExpression(in.Filter, filterExpression))
+	checkErr(&v, "transform", validateExpression(in.Transform, transformExpression))
 	in.Egress.validate(&v, targets)
 	secret := in.Secret
 	if secret != "" {
@@ -147,7 +150,7 @@ func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy, 
 	}
 	sub := &Subscription{
 		ID: id, URL: in.URL, EventTypes: patterns, Description: in.Description,
-		Secret: sealedSecret, Headers: headers, RateLimit: rate, Filter: in.Filter, CreatedAt: now, UpdatedAt: now,
+		Secret: sealedSecret, Headers: headers, RateLimit: rate, Filter: in.Filter, Transform: in.Transform, CreatedAt: now, UpdatedAt: now,
 	}
 	if err := sub.setEgress(in.Egress, seal); err != nil {
 		return nil, "", err
@@ -199,9 +202,15 @@ func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets targetP
 	if p.Filter != nil {
 		checkErr(&v, "filter", validateExpression(*p.Filter, filterExpression))
 	}
+	if p.Transform != nil {
+		checkErr(&v, "transform", validateExpression(*p.Transform, transformExpression))
+	}
 	p.Egress.validate(&v, targets)
 	if err := v.Err(); err != nil {
 		return err
+	}
+	if p.Transform != nil {
+		s.Transform = *p.Transform
 	}
 	if err := s.patchEgress(p.Egress, seal); err != nil {
 		return err

@@ -191,7 +191,10 @@ type CreateSubscriptionRequest struct {
 
 	// TlsClientKey PEM private key of tls_client_certificate; stored sealed like the signing secret and never returned
 	TlsClientKey *string `json:"tls_client_key,omitempty"`
-	Url          string  `json:"url"`
+
+	// Transform a CEL expression over the event (the variables of filter) producing the JSON object sent as the request body instead of the event's {id, type, timestamp, data}, such as {"kind": type, "total": data.amount, "customer": data.customer.id}: rename, drop or reshape fields. Evaluated at each attempt within a cost limit and signed like any body; an attempt it fails on (a missing field) fails with the reason. Refused with 422 naming the line and column of the error, or when it cannot produce an object. Absent or "" = the event's body.
+	Transform *string `json:"transform,omitempty"`
+	Url       string  `json:"url"`
 }
 
 // CreateTenantRequest defines model for CreateTenantRequest.
@@ -441,6 +444,7 @@ type SubscriptionResponse struct {
 	Status               string    `json:"status"`
 	TlsCaBundle          string    `json:"tls_ca_bundle"`
 	TlsClientCertificate string    `json:"tls_client_certificate"`
+	Transform            string    `json:"transform"`
 	UpdatedAt            time.Time `json:"updated_at"`
 	Url                  string    `json:"url"`
 	Version              string    `json:"version"`
@@ -512,7 +516,10 @@ type UpdateSubscriptionRequest struct {
 
 	// TlsClientKey the new certificate's PEM private key; never returned
 	TlsClientKey *string `json:"tls_client_key,omitempty"`
-	Url          *string `json:"url,omitempty"`
+
+	// Transform a CEL expression producing the body sent (see create); "" sends the event's body again
+	Transform *string `json:"transform,omitempty"`
+	Url       *string `json:"url,omitempty"`
 }
 
 // WindowStats defines model for WindowStats.

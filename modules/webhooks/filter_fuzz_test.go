@@ -10,6 +10,7 @@ import (
 // FuzzAFilterIsRefusedWithAPositionOrEvaluatesWithinItsCost: any text saved as a filter either compiles
 // or is refused with a message (naming a position unless a whole-expression limit was hit), and a
 // compiled filter evaluated on any event's data ends in a bool or an error, within the cost limit.
+// The same text as a transformation likewise: refused, or a JSON object or an error, never a panic.
 func FuzzAFilterIsRefusedWithAPositionOrEvaluatesWithinItsCost(f *testing.F) {
 	for _, seed := range []struct{ expr, data string }{
 		{`data.amount > 100 && data.currency == "EUR"`, `{"amount":150,"currency":"EUR"}`},
@@ -22,10 +23,28 @@ func FuzzAFilterIsRefusedWithAPositionOrEvaluatesWithinItsCost(f *testing.F) {
 		{`int(data.n) / 0 == 1`, `{"n":1e300}`},
 		{"\"a\x00\"", `{}`},
 		{strings.Repeat("[", 70) + strings.Repeat("]", 70) + " == []", `{}`},
+		{`{"kind": type, "total": data.amount, "at": timestamp, "b": b"\xff", "n": 1.0/0.0}`, `{"amount":1}`},
+		{`{"m": {1: 2}, "u": 1u, "d": duration("1s"), "l": [data, null]}`, `{"x":[1,{"y":null}]}`},
+		{`data`, `{"nested":{"a":[1,2,3]}}`},
 	} {
 		f.Add(seed.expr, []byte(seed.data))
 	}
 	f.Fuzz(func(t *testing.T, expr string, data []byte) {
+		if prg, err := compileExpression(expr, transformExpression); err == nil {
+			var probe map[string]any
+			d := data
+			if json.Unmarshal(d, &probe) != nil {
+				d = []byte(`{}`)
+			}
+			started := time.Now()
+			body, err := transformEvent(prg, &eventRecord{ID: "evt_1", Type: "order.created", Data: d, CreatedAt: time.Unix(1_800_000_000, 0)})
+			if err == nil && (len(body) == 0 || body[0] != '{' || !json.Valid(body)) {
+				t.Fatalf("%q on %q produced %q, not a JSON object", expr, d, body)
+			}
+			if d := time.Since(started); d > 2*time.Second {
+				t.Fatalf("transform %q ran %v: the cost limit did not hold", expr, d)
+			}
+		}
 		prg, err := compileExpression(expr, filterExpression)
 		if err != nil {
 			msg := err.Error()

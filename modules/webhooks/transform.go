@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"reflect"
 
+	"cel.dev/cel-go/cel"
+
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -36,6 +38,11 @@ func (s *Service) transformed(src string, ev *eventRecord) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transform: %w", err)
 	}
+	return transformEvent(prg, ev)
+}
+
+// transformEvent runs a compiled transformation on an event: the JSON object it produced, or why not.
+func transformEvent(prg cel.Program, ev *eventRecord) ([]byte, error) {
 	in, err := newExpressionInput(ev.ID, ev.Type, ev.CreatedAt, ev.Data)
 	if err != nil {
 		return nil, fmt.Errorf("transform: event data: %w", err)

@@ -377,7 +377,7 @@ func validateClientCertificate(certPEM string) error {
 		return errors.New("must be a PEM certificate (-----BEGIN CERTIFICATE-----), optionally followed by its chain")
 	}
 	if _, err := x509.ParseCertificate(block.Bytes); err != nil {
-		return fmt.Errorf("cannot be parsed: %v", err)
+		return fmt.Errorf("cannot be parsed: %w", err)
 	}
 	return nil
 }
@@ -387,7 +387,7 @@ func validateClientKey(certPEM, keyPEM string) error {
 		return fmt.Errorf("must be at most %d bytes", maxPEMBytes)
 	}
 	if _, err := tls.X509KeyPair([]byte(certPEM), []byte(keyPEM)); err != nil {
-		return fmt.Errorf("must be the PEM private key of tls_client_certificate: %v", err)
+		return fmt.Errorf("must be the PEM private key of tls_client_certificate: %w", err)
 	}
 	return nil
 }

@@ -9,7 +9,7 @@ BUILD_FLAGS := -trimpath -ldflags "-s -w -X $(STAMP).version=$${VERSION} -X $(ST
 GOLANGCI_LINT_VERSION := v2.15.0
 GOVULNCHECK_VERSION := v1.9.0
 
-.PHONY: run build migrate serve test test-pgbouncer allocs fuzz tidy-check vuln lint bench fmt services screenshots test-compose test-compose-cluster
+.PHONY: run build migrate serve test test-helm test-pgbouncer allocs fuzz tidy-check vuln lint bench fmt services screenshots test-compose test-compose-cluster test-compose-pgbouncer
 
 ## services: install (when missing) and start PostgreSQL and RabbitMQ on 127.0.0.1
 services:
@@ -36,6 +36,13 @@ test: services tidy-check
 	$(MAKE) test-pgbouncer
 	@# sdk/go is its own module (oapi-codegen's runtime stays out of go.mod): its tests start keelson serve.
 	cd sdk/go && go vet ./... && go test -race -count=1 -timeout 10m ./...
+	$(MAKE) test-helm
+
+## test-helm: deploy/helm/keelson rendered by helm's Go packages for the default and production
+## values, every object decoded strictly into the Kubernetes API types (deploy/helm/test, a module
+## of its own so helm stays out of go.mod); app/helmchart_test.go keeps the chart's settings `keelson env`'s.
+test-helm:
+	cd deploy/helm/test && go vet ./... && go test -count=1 -timeout 10m ./...
 
 ## allocs: the tests that count allocations, without the race detector (it makes sync.Pool drop items)
 allocs:
@@ -65,20 +72,25 @@ tidy-check:
 	@# bench/jobs is its own module (it pulls River in); it builds against this tree, so it drifts with it.
 	@cd bench/jobs && go mod tidy -diff || { echo "bench/jobs/go.mod/go.sum are not tidy: run go mod tidy there and commit the result" >&2; exit 1; }
 	@cd sdk/go && go mod tidy -diff || { echo "sdk/go/go.mod/go.sum are not tidy: run go mod tidy there and commit the result" >&2; exit 1; }
+	@cd deploy/helm/test && go mod tidy -diff || { echo "deploy/helm/test/go.mod/go.sum are not tidy: run go mod tidy there and commit the result" >&2; exit 1; }
 
 ## vuln: govulncheck against vuln.go.dev (needs that network access; CI has none, so it is not part of test)
 vuln:
 	go run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) ./...
 
 ## test-compose: docker-compose.yml built, walked through and faulted in containers, then the cluster
-## profile with one broker node stopped (needs Docker and Compose; builds test-only stand-in images
+## profile with one broker node stopped, then the pgbouncer profile carrying 100 events (needs Docker and Compose; builds test-only stand-in images
 ## from Debian packages, as CI has no image registry; the second test reuses the first's images).
 ## COMPOSE_TEST_TIMEOUT bounds both: room for a slow mirror's stand-in build inside .ci/run's 45 minutes
 ## (the suite takes about 10 of them on CI's machine, set-up a few).
 COMPOSE_TEST_TIMEOUT ?= 25m
 test-compose:
 	go test -tags compose -count=1 -timeout $(COMPOSE_TEST_TIMEOUT) -v \
-		-run 'TestTheComposeFileRunsTheAppAndLosesNoEventUnderFaults|TestAStoppedBrokerNodeOfTheClusterLosesNoEvent' ./tests/compose/
+		-run 'TestTheComposeFileRunsTheAppAndLosesNoEventUnderFaults|TestAStoppedBrokerNodeOfTheClusterLosesNoEvent|TestThePgBouncerProfileDeliversEveryEventOnce' ./tests/compose/
+
+## test-compose-pgbouncer: only the pgbouncer profile (migration and replicas through PgBouncer in transaction mode)
+test-compose-pgbouncer:
+	go test -tags compose -count=1 -timeout $(COMPOSE_TEST_TIMEOUT) -v -run 'TestThePgBouncerProfileDeliversEveryEventOnce' ./tests/compose/
 
 ## test-compose-cluster: only the cluster profile (three RabbitMQ nodes, quorum queues) with one node stopped
 test-compose-cluster:
@@ -99,4 +111,4 @@ bench:
 
 ## screenshots: PNGs of the console's main pages into docs/images (needs chromium, PostgreSQL, RabbitMQ)
 screenshots: services
-	CONSOLE_SCREENSHOTS=$(CURDIR)/docs/images go test -count=1 -run 'photographed' ./platform/console/
+	CONSOLE_SCREENSHOTS=$(CURDIR)/docs/images go test -count=1 -run 'photographed' ./console/

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keelson/keelson/console"
 	"github.com/keelson/keelson/modules/webhooks"
 	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/httpapi"
@@ -75,6 +76,10 @@ type Config struct {
 
 	ConsoleEnabled    bool
 	ConsoleSessionTTL time.Duration
+
+	PortalLinkKeys       []string
+	PortalPublicURL      string
+	PortalFrameAncestors []string
 
 	values map[string]string // each variable as read (or defaulted), for LogValue
 }
@@ -260,6 +265,35 @@ var Variables = []Variable{
 	boolVar("CONSOLE_ENABLED", "true", func(c *Config) *bool { return &c.ConsoleEnabled }, "serve the web console at /console/"),
 	durationVar("CONSOLE_SESSION_TTL", "8h", time.Minute, func(c *Config) *time.Duration { return &c.ConsoleSessionTTL },
 		"how long a console sign-in lasts"),
+	{Name: "PORTAL_LINK_KEY", Secret: true,
+		Doc: "comma-separated keys of at least 32 bytes (`openssl rand -base64 32`) that sign customer portal links; the first signs, every one verifies; the same on every replica; empty = no portal links (see [portal](portal.md))",
+		set: func(c *Config, v string) (err error) {
+			c.PortalLinkKeys, err = console.ParsePortalLinkKeys(v)
+			return err
+		},
+		show: func(c Config) string {
+			if len(c.PortalLinkKeys) == 0 {
+				return ""
+			}
+			return fmt.Sprintf("%d key(s)", len(c.PortalLinkKeys))
+		}},
+	{Name: "PORTAL_PUBLIC_URL",
+		Doc: "the console's public base URL (`https://webhooks.example.com`) that portal links start with; empty = links are given as a path (`/console/portal/…`)",
+		set: func(c *Config, v string) error { return parseOptionalURL(v, &c.PortalPublicURL, "http", "https") }},
+	{Name: "PORTAL_FRAME_ANCESTORS",
+		Doc: "space- or comma-separated origins (`https://app.example.com`) allowed to show portal sessions in an iframe (CSP `frame-ancestors`); empty = no framing. Over TLS, a framed portal's cookie is `SameSite=None; Secure; Partitioned` (see [portal](portal.md#embedding))",
+		set: func(c *Config, v string) error {
+			c.PortalFrameAncestors = strings.Fields(strings.ReplaceAll(v, ",", " "))
+			for _, o := range c.PortalFrameAncestors {
+				if o == "'self'" {
+					continue
+				}
+				if err := httpapi.CheckOrigin(o); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
 }
 
 // The constructors below declare the common kinds of variable in one line each.

@@ -84,6 +84,8 @@ var commands = []command{
 		"create, list and revoke API tokens; create prints the token once", []string{"create", "list", "revoke"}},
 	{"tenants", "create NAME | list | disable T | enable T", "manage tenants; a disabled tenant's tokens get 403",
 		[]string{"create", "list", "disable", "enable"}},
+	{"portal-link", "create --tenant T [--name N] [--event-type P ...] [--read-only] [--once] [--expires 24h] | revoke ID",
+		"mint a signed, expiring customer portal link for one tenant (printed once), or revoke one and end its sessions", []string{"create", "revoke"}},
 	{"dlq", "list | replay QUEUE [--limit N]", "list dead-lettered messages per consumer; move them back to the consumer's queue",
 		[]string{"list", "replay"}},
 	{"secrets", "reencrypt [--batch N]", "seal stored secrets under the first key of KEELSON_ENCRYPTION_KEYS", []string{"reencrypt"}},
@@ -191,6 +193,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		err, usage = tokens(ctx, cfg, args[1:], stdout), errTokensUsage
 	case "tenants":
 		err, usage = tenants(ctx, cfg, args[1:], stdout), errTenantsUsage
+	case "portal-link":
+		err, usage = portalLink(ctx, cfg, args[1:], stdout), errPortalLinkUsage
 	case "migrate":
 		return migrate(ctx, cfg, logger)
 	default:

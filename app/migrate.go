@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/keelson/keelson/migrations"
@@ -25,13 +27,17 @@ func migrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// A pooler serves only the databases it names, not the maintenance database CREATE DATABASE needs.
-	if !cfg.DBTransactionPool {
-		if err := database.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
-			return err
+	var db *database.DB
+	err = untilReachable(ctx, logger, migrateConnectWait, func() (err error) {
+		// A pooler serves only the databases it names, not the maintenance database CREATE DATABASE needs.
+		if !cfg.DBTransactionPool {
+			if err := database.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
+				return err
+			}
 		}
-	}
-	db, err := database.Open(ctx, database.Config{URL: cfg.DatabaseURL, TransactionPooling: cfg.DBTransactionPool, MaxOpenConns: 2})
+		db, err = database.Open(ctx, database.Config{URL: cfg.DatabaseURL, TransactionPooling: cfg.DBTransactionPool, MaxOpenConns: 2})
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -50,4 +56,29 @@ func migrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	logger.Info("migrated", "applied", len(applied), "modules", len(mods), "duration", time.Since(start))
 	return nil
+}
+
+// migrateConnectWait bounds how long migrate waits for the database's address to accept connections:
+// a migration is started beside what it connects to (compose's pgbouncer, an operator's new cluster),
+// which may not listen yet.
+const migrateConnectWait = 60 * time.Second
+
+// untilReachable runs connect until it succeeds, fails for another reason than an address that
+// refuses or does not resolve yet, or wait has passed.
+func untilReachable(ctx context.Context, logger *slog.Logger, wait time.Duration, connect func() error) error {
+	deadline := time.Now().Add(wait)
+	for {
+		err := connect()
+		var opErr *net.OpError
+		var dnsErr *net.DNSError
+		if err == nil || !(errors.As(err, &opErr) || errors.As(err, &dnsErr)) || time.Now().After(deadline) {
+			return err
+		}
+		logger.Warn("the database does not accept connections yet: retrying", "error", err.Error(), "until", deadline.Format(time.RFC3339))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
 }

@@ -6,7 +6,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -175,4 +177,65 @@ func firstMigration(t *testing.T, owner string) string {
 		t.Fatalf("migrations of %s: %v", owner, err)
 	}
 	return entries[0].Name()
+}
+
+// A migration started beside its database (compose's pgbouncer, an operator's new cluster) finds the
+// address refusing connections for a moment: it waits for it rather than failing the release.
+func TestMigrateWaitsForADatabaseAddressThatDoesNotListenYet(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close() // refused until the proxy below listens there
+	admin, err := url.Parse(dbtest.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("keelson_migrate_wait_%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		db, err := sql.Open("pgx", dbtest.AdminURL())
+		if err == nil {
+			_, _ = db.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
+			_ = db.Close()
+		}
+	})
+	through := *admin
+	through.Host, through.Path = addr, "/"+name
+	t.Setenv("DATABASE_URL", through.String())
+
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		proxy, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Errorf("proxy: %v", err)
+			return
+		}
+		t.Cleanup(func() { _ = proxy.Close() })
+		for {
+			c, err := proxy.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				up, err := net.Dial("tcp", admin.Host)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() { _, _ = io.Copy(up, c) }()
+				_, _ = io.Copy(c, up)
+			}()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var logs bytes.Buffer
+	if err := run(ctx, []string{"migrate"}, &logs); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, logs.String())
+	}
+	if !strings.Contains(logs.String(), "does not accept connections yet") {
+		t.Fatalf("migrate never waited:\n%s", logs.String())
+	}
 }

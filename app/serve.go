@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/keelson/keelson/console"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/host"
 	"github.com/keelson/keelson/platform/jobs"
@@ -107,6 +108,15 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	return replica.Run(ctx, listener)
 }
 
+// pages are the browser pages the replica serves beside its API.
+func pages(cfg Config) []host.Pages {
+	if !cfg.ConsoleEnabled {
+		return nil
+	}
+	return []host.Pages{console.New(console.Options{SessionTTL: cfg.ConsoleSessionTTL, PortalLinkKeys: cfg.PortalLinkKeys,
+		PortalPublicURL: cfg.PortalPublicURL, PortalFrameAncestors: cfg.PortalFrameAncestors})}
+}
+
 // newReplica maps the configuration onto the platform. The shutdown timeout is split so the whole stop
 // (HTTP drain, in-flight handlers and jobs, in parallel) ends within it.
 func newReplica(cfg Config, logger *slog.Logger, db *database.DB, mods []module.Module, tracing telemetry.Tracing, metricsListener net.Listener) (*host.Replica, error) {
@@ -136,11 +146,10 @@ func newReplica(cfg Config, logger *slog.Logger, db *database.DB, mods []module.
 			PollInterval:    cfg.OutboxPollInterval,
 			ShutdownTimeout: workBound,
 		},
-		Jobs:              jobs.Config{Workers: cfg.JobWorkers, ShutdownTimeout: workBound},
-		ShutdownTimeout:   cfg.ShutdownTimeout / 2,
-		Background:        true,
-		Console:           cfg.ConsoleEnabled,
-		ConsoleSessionTTL: cfg.ConsoleSessionTTL,
-		Secrets:           cfg.Secrets,
+		Jobs:            jobs.Config{Workers: cfg.JobWorkers, ShutdownTimeout: workBound},
+		ShutdownTimeout: cfg.ShutdownTimeout / 2,
+		Background:      true,
+		Pages:           pages(cfg),
+		Secrets:         cfg.Secrets,
 	}, mods)
 }

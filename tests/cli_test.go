@@ -19,9 +19,10 @@ type cliResult struct {
 // runKeelson runs the binary with args and env added to the test's environment.
 func runKeelson(t *testing.T, env map[string]string, args ...string) cliResult {
 	t.Helper()
+	bin := keelson(t) // built on first use: the build is not the command's time
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, keelson(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = environ(env)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

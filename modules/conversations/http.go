@@ -30,11 +30,11 @@ type messageResponse struct {
 }
 
 type titleRequest struct {
-	Title *string `json:"title"`
+	Title *string `json:"title" nullable:"false"` // a pointer to tell absent from empty; null is refused
 }
 
 type messageRequest struct {
-	Content *string `json:"content"`
+	Content *string `json:"content" nullable:"false"`
 }
 
 func toConversationResponse(c *Conversation) conversationResponse {

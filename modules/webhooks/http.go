@@ -53,6 +53,7 @@ func mountRoutes(api *httpapi.API, s *Service) {
 		Summary: "Send a delivery again, whatever its status.", Status: http.StatusAccepted}, h.redeliver)
 
 	mountLifecycleRoutes(g, h)
+	mountOverviewRoutes(g, h)
 }
 
 type handlers struct{ s *Service }
@@ -74,7 +75,7 @@ func subscriptionAnswer(resp subscriptionResponse) *subscriptionOut {
 
 type createSubscriptionRequest struct {
 	URL                  string            `json:"url"`
-	EventTypes           []string          `json:"event_types" doc:"1–50 patterns: an exact type, \"prefix.*\" or \"*\""`
+	EventTypes           []string          `json:"event_types" nullable:"false" doc:"1–50 patterns: an exact type, \"prefix.*\" or \"*\""`
 	Description          string            `json:"description,omitempty"`
 	Secret               string            `json:"secret,omitempty" doc:"generated when absent"`
 	Enabled              *bool             `json:"enabled,omitempty" doc:"default true"`
@@ -260,9 +261,9 @@ func (h handlers) rotateSecret(ctx context.Context, in *rotateSecretIn) (*subscr
 // --- events
 
 type publishEventRequest struct {
-	ID   string          `json:"id,omitempty" doc:"the client's id; the same id again is a no-op"`
-	Type string          `json:"type"`
-	Data json.RawMessage `json:"data"`
+	ID   string             `json:"id,omitempty" doc:"the client's id; the same id again is a no-op"`
+	Type string             `json:"type"`
+	Data httpapi.JSONObject `json:"data" doc:"the event's payload, a JSON object"`
 }
 
 type publishEventResponse struct {
@@ -282,7 +283,7 @@ type publishEventOut struct {
 }
 
 func (h handlers) publishEvent(ctx context.Context, in *publishEventIn) (*publishEventOut, error) {
-	res, err := h.s.PublishEvent(ctx, EventInput{ID: in.Body.ID, Type: in.Body.Type, Data: in.Body.Data})
+	res, err := h.s.PublishEvent(ctx, EventInput{ID: in.Body.ID, Type: in.Body.Type, Data: json.RawMessage(in.Body.Data)})
 	if err != nil {
 		return nil, err
 	}

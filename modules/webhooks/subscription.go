@@ -354,7 +354,7 @@ func validateTargetURL(raw string, targets targetPolicy) error {
 		return nil
 	}
 	if ip, err := netip.ParseAddr(host); err == nil && !isPublicAddress(ip) {
-		return errors.New("must not target a private, loopback, link-local or otherwise non-public address")
+		return errors.New("must not target a private, loopback, link-local or otherwise non-public address (an operator allows one target with WEBHOOKS_ALLOWED_TARGETS=host:port, or every one with WEBHOOKS_ALLOW_PRIVATE_TARGETS=true)")
 	}
 	return nil
 }

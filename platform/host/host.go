@@ -21,7 +21,6 @@ import (
 
 	"github.com/keelson/keelson/platform/admin"
 	"github.com/keelson/keelson/platform/auth"
-	"github.com/keelson/keelson/platform/console"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/jobs"
@@ -64,11 +63,31 @@ type Options struct {
 	// Background runs the bus and the job runner beside the HTTP API. Without it a replica only
 	// serves HTTP and every published event stays in the outbox.
 	Background bool
-	// Console serves the web console at /console/; ConsoleSessionTTL bounds its sign-ins (0 = its default).
-	Console           bool
-	ConsoleSessionTTL time.Duration
+	// Pages are browser pages mounted beside the API (the web console); the platform knows them only
+	// through this interface, so a UI lives outside it and calls the API like any client.
+	Pages []Pages
 	// Secrets seals what modules store at rest (KEELSON_ENCRYPTION_KEYS); nil stores values as they are.
 	Secrets *secrets.Box
+}
+
+// Pages is a set of browser pages served by the replica beside its API.
+type Pages interface {
+	// Schedules are the pages' periodic jobs (pruning their sessions), run like the modules'.
+	Schedules(db *database.DB) []jobs.Schedule
+	// Mount adds the pages' routes to env.Engine; it runs after every API route is declared.
+	Mount(env PageEnv) error
+}
+
+// PageEnv is what pages get from the replica they are mounted on.
+type PageEnv struct {
+	Engine     *gin.Engine
+	API        *httpapi.API
+	Auth       *auth.Authenticator
+	Tokens     *auth.Store
+	DB         *database.DB
+	Logger     *slog.Logger
+	Registry   *module.Registry
+	InstanceID string
 }
 
 // Replica is one process's worth of Keelson.
@@ -131,8 +150,8 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 	jobsCfg.InstanceID = opts.InstanceID
 	jobsCfg.TracerProvider = opts.TracerProvider
 	schedules := append(registry.Schedules(), pruneInbox(opts.DB), pruneIdempotencyKeys(opts.DB))
-	if opts.Console {
-		schedules = append(schedules, console.PruneSessions(opts.DB.SQL()))
+	for _, p := range opts.Pages {
+		schedules = append(schedules, p.Schedules(opts.DB)...)
 	}
 	runner, err := jobs.NewRunner(opts.DB, jobsCfg, registry.JobKinds(), schedules, opts.Logger, metrics)
 	if err != nil {
@@ -177,9 +196,9 @@ func New(opts Options, mods []module.Module) (*Replica, error) {
 	if err := admin.Mount(api, store, authn); err != nil {
 		return nil, err
 	}
-	if opts.Console {
-		if _, err := console.Mount(console.Options{Engine: engine, DB: opts.DB.SQL(), Logger: opts.Logger,
-			SessionTTL: opts.ConsoleSessionTTL, API: api, Auth: authn}); err != nil {
+	for _, p := range opts.Pages {
+		if err := p.Mount(PageEnv{Engine: engine, API: api, Auth: authn, Tokens: store, DB: opts.DB, Logger: opts.Logger,
+			Registry: registry, InstanceID: opts.InstanceID}); err != nil {
 			return nil, err
 		}
 	}

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Test-only: builds local stand-ins for the images docker-compose.yml pulls (golang, distroless,
-# postgres, rabbitmq) from Debian packages, because CI machines have a Docker Engine but no image
+# postgres, rabbitmq, pgbouncer) from Debian packages, because CI machines have a Docker Engine but no image
 # registry. Users pull the real images; nothing here ships.
 #
 #   bash scripts/standins/build.sh        # prints the variables that point docker-compose.yml at them
 #
 # A minimal bookworm root (debootstrap, from the Debian mirror apt on this machine uses) is imported
-# as keelson-standin/bookworm; PostgreSQL 15 and RabbitMQ 3.10 are installed into copies of it with
+# as keelson-standin/bookworm; PostgreSQL 15, RabbitMQ 3.10 and PgBouncer 1.18 are installed into copies of it with
 # apt-get in a chroot; the Go stage gets this machine's GOROOT. Images are tagged with a hash of
 # these scripts and the Go version, so a second run on one machine reuses them. Each image is also
 # saved as a tarball under KEELSON_STANDIN_CACHE (/var/tmp/keelson-standins-cache): after
@@ -161,6 +161,10 @@ build() {
 		echo '[rabbitmq_management].' >"$dir/etc/rabbitmq/enabled_plugins"
 		mkdir -p "$dir/etc/rabbitmq/conf.d"
 		;;
+	pgbouncer)
+		cp -a "$work/base" "$dir"
+		install_into "$dir" pgbouncer
+		;;
 	esac
 	image "$name" "$dir"
 	docker tag "keelson-standin/$name:$(key_of "$name")" "keelson-standin/$name:latest"
@@ -169,7 +173,7 @@ build() {
 
 start=$SECONDS
 missing=()
-for name in go runtime postgres rabbitmq; do
+for name in go runtime postgres rabbitmq pgbouncer; do
 	if cached "keelson-standin/$name:$(key_of "$name")"; then
 		docker tag "keelson-standin/$name:$(key_of "$name")" "keelson-standin/$name:latest"
 	else
@@ -178,7 +182,7 @@ for name in go runtime postgres rabbitmq; do
 done
 if [ "${#missing[@]}" -gt 0 ]; then
 	log "building ${missing[*]}"
-	case " ${missing[*]} " in *" postgres "* | *" rabbitmq "*) base_root "$work/base" ;; esac
+	case " ${missing[*]} " in *" postgres "* | *" rabbitmq "* | *" pgbouncer "*) base_root "$work/base" ;; esac
 	# The images are independent: build them side by side (downloads and unpacking overlap).
 	pids=()
 	for name in "${missing[@]}"; do
@@ -203,4 +207,5 @@ GO_IMAGE=keelson-standin/go:$(key_of go)
 RUNTIME_IMAGE=keelson-standin/runtime:$(key_of runtime)
 POSTGRES_IMAGE=keelson-standin/postgres:$(key_of postgres)
 RABBITMQ_IMAGE=keelson-standin/rabbitmq:$(key_of rabbitmq)
+PGBOUNCER_IMAGE=keelson-standin/pgbouncer:$(key_of pgbouncer)
 VARS

@@ -169,7 +169,7 @@ func TestTheGeneratedClientSubscribesPostsListsRedeliversAndTheVerifierAcceptsTh
 	defer endpoint.Close()
 
 	sub, err := client.CreateWebhookSubscriptionWithResponse(ctx, nil, keelson.CreateWebhookSubscriptionJSONRequestBody{
-		Url: endpoint.URL + "/hooks", EventTypes: &[]string{"order.*"}})
+		Url: endpoint.URL + "/hooks", EventTypes: []string{"order.*"}})
 	if err != nil || sub.JSON201 == nil || sub.JSON201.Secret == nil {
 		t.Fatalf("create subscription: %v %s", err, body(sub))
 	}

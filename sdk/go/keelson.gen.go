@@ -159,6 +159,27 @@ type ConversationResponse struct {
 	Version   string    `json:"version"`
 }
 
+// CreatePortalLinkRequest defines model for CreatePortalLinkRequest.
+type CreatePortalLinkRequest struct {
+	// EventTypes event type patterns the customer may subscribe to and see; absent = every one
+	EventTypes *[]string `json:"event_types,omitempty"`
+
+	// ExpiresIn how long the link (and any session it opens) lasts: 30m, 24h or 7d; at most 30d; absent = 24h
+	ExpiresIn *string `json:"expires_in,omitempty"`
+
+	// Name who the link is for, shown to them in the portal
+	Name *string `json:"name,omitempty"`
+
+	// Once the link opens one session only
+	Once *bool `json:"once,omitempty"`
+
+	// ReadOnly the customer sees endpoints and deliveries and changes nothing
+	ReadOnly *bool `json:"read_only,omitempty"`
+
+	// Tenant tenant name or id; default the caller's. Only the default tenant's admin tokens make links of other tenants.
+	Tenant *string `json:"tenant,omitempty"`
+}
+
 // CreateSubscriptionRequest defines model for CreateSubscriptionRequest.
 type CreateSubscriptionRequest struct {
 	Description *string `json:"description,omitempty"`
@@ -167,7 +188,7 @@ type CreateSubscriptionRequest struct {
 	Enabled *bool `json:"enabled,omitempty"`
 
 	// EventTypes 1–50 patterns: an exact type, "prefix.*" or "*"
-	EventTypes *[]string `json:"event_types"`
+	EventTypes []string `json:"event_types"`
 
 	// Filter a CEL expression (cel.dev) over the event, evaluated when it fans out: only events it accepts become deliveries to this subscription, after event_types matched. It sees id and type (strings), timestamp, and data (the event's data; JSON numbers are doubles and compare with ints as numbers) and must produce a bool, such as data.amount > 100 && data.currency == "EUR". An event it fails on (a missing field: guard with has(data.x); a type mismatch; its cost limit) is not delivered. Refused with 422 naming the line and column of the error. Absent or "" = every matching event.
 	Filter  *string            `json:"filter,omitempty"`
@@ -250,6 +271,13 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
+// HourStats defines model for HourStats.
+type HourStats struct {
+	Failed    int64 `json:"failed"`
+	Hour      int64 `json:"hour"`
+	Succeeded int64 `json:"succeeded"`
+}
+
 // ListConversationResponse defines model for ListConversationResponse.
 type ListConversationResponse struct {
 	Items      *[]ConversationResponse `json:"items"`
@@ -272,6 +300,12 @@ type ListEventTypeResponse struct {
 type ListMessageResponse struct {
 	Items      *[]MessageResponse `json:"items"`
 	NextCursor *string            `json:"next_cursor"`
+}
+
+// ListPortalLink defines model for ListPortalLink.
+type ListPortalLink struct {
+	Items      *[]PortalLink `json:"items"`
+	NextCursor *string       `json:"next_cursor"`
 }
 
 // ListProposalResponse defines model for ListProposalResponse.
@@ -300,7 +334,7 @@ type ListTokenResponse struct {
 
 // MessageRequest defines model for MessageRequest.
 type MessageRequest struct {
-	Content *string `json:"content"`
+	Content string `json:"content"`
 }
 
 // MessageResponse defines model for MessageResponse.
@@ -334,8 +368,35 @@ type OperationResponse struct {
 	UpdatedAt      time.Time       `json:"updated_at"`
 }
 
+// OverviewResponse defines model for OverviewResponse.
+type OverviewResponse struct {
+	Items *[]SubscriptionOverview `json:"items"`
+}
+
 // PauseWebhookSubscriptionRequest defines model for PauseWebhookSubscriptionRequest.
 type PauseWebhookSubscriptionRequest = map[string]interface{}
+
+// PortalLink defines model for PortalLink.
+type PortalLink struct {
+	CreatedAt time.Time `json:"created_at"`
+	CreatedBy string    `json:"created_by"`
+
+	// EventTypes the event type patterns the customer may subscribe to and see; empty = every one
+	EventTypes *[]string `json:"event_types"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	Id         string    `json:"id"`
+	Name       string    `json:"name"`
+
+	// Once the link opens one session; opening it again is refused
+	Once      bool       `json:"once"`
+	ReadOnly  bool       `json:"read_only"`
+	RevokedAt *time.Time `json:"revoked_at"`
+	TenantId  string     `json:"tenant_id"`
+
+	// Url the link to hand the customer: shown only in the answer to create; a replay under the same Idempotency-Key leaves it out (Idempotent-Redacted: url)
+	Url    *string    `json:"url,omitempty"`
+	UsedAt *time.Time `json:"used_at"`
+}
 
 // Problem RFC 9457 problem details.
 type Problem struct {
@@ -365,7 +426,8 @@ type ProposalResponse struct {
 
 // PublishEventRequest defines model for PublishEventRequest.
 type PublishEventRequest struct {
-	Data interface{} `json:"data"`
+	// Data the event's payload, a JSON object
+	Data map[string]interface{} `json:"data"`
 
 	// Id the client's id; the same id again is a no-op
 	Id   *string `json:"id,omitempty"`
@@ -423,6 +485,22 @@ type RotateSecretRequest struct {
 // SendWebhookTestRequest defines model for SendWebhookTestRequest.
 type SendWebhookTestRequest = map[string]interface{}
 
+// SubscriptionOverview defines model for SubscriptionOverview.
+type SubscriptionOverview struct {
+	DueBacklog int64 `json:"due_backlog"`
+	Failed     int64 `json:"failed"`
+
+	// Hours hours with finished attempts only
+	Hours *[]HourStats `json:"hours"`
+
+	// LastError the newest failed attempt's error of the last 24 h
+	LastError      *string    `json:"last_error"`
+	LastErrorAt    *time.Time `json:"last_error_at"`
+	Pending        int64      `json:"pending"`
+	SubscriptionId string     `json:"subscription_id"`
+	Succeeded      int64      `json:"succeeded"`
+}
+
 // SubscriptionResponse defines model for SubscriptionResponse.
 type SubscriptionResponse struct {
 	ConsecutiveFailures int64             `json:"consecutive_failures"`
@@ -473,7 +551,7 @@ type TenantResponse struct {
 
 // TitleRequest defines model for TitleRequest.
 type TitleRequest struct {
-	Title *string `json:"title"`
+	Title string `json:"title"`
 }
 
 // TokenResponse defines model for TokenResponse.
@@ -688,6 +766,24 @@ type PostMessageParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// ListPortalLinksParams defines parameters for ListPortalLinks.
+type ListPortalLinksParams struct {
+	Limit  *Limit  `form:"limit,omitempty" json:"limit,omitempty"`
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// CreatePortalLinkParams defines parameters for CreatePortalLink.
+type CreatePortalLinkParams struct {
+	// IdempotencyKey Makes the POST safe to retry: the same key answers the stored response (24 h); another body with it 422, one still running 409.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// RevokePortalLinkParams defines parameters for RevokePortalLink.
+type RevokePortalLinkParams struct {
+	// IdempotencyKey Makes the POST safe to retry: the same key answers the stored response (24 h); another body with it 422, one still running 409.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
 type ListWebhookDeliveriesParams struct {
 	Limit          *Limit                             `form:"limit,omitempty" json:"limit,omitempty"`
@@ -725,6 +821,12 @@ type ListWebhookEventTypesParams struct {
 type PublishWebhookEventParams struct {
 	// IdempotencyKey Makes the POST safe to retry: the same key answers the stored response (24 h); another body with it 422, one still running 409.
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// GetWebhookOverviewParams defines parameters for GetWebhookOverview.
+type GetWebhookOverviewParams struct {
+	// SubscriptionIds comma-separated subscription ids, at most 200
+	SubscriptionIds *string `form:"subscription_ids,omitempty" json:"subscription_ids,omitempty"`
 }
 
 // ListWebhookSubscriptionsParams defines parameters for ListWebhookSubscriptions.
@@ -1075,6 +1177,9 @@ type RenameConversationJSONRequestBody = TitleRequest
 // PostMessageJSONRequestBody defines body for PostMessage for application/json ContentType.
 type PostMessageJSONRequestBody = MessageRequest
 
+// CreatePortalLinkJSONRequestBody defines body for CreatePortalLink for application/json ContentType.
+type CreatePortalLinkJSONRequestBody = CreatePortalLinkRequest
+
 // RedeliverWebhookJSONRequestBody defines body for RedeliverWebhook for application/json ContentType.
 type RedeliverWebhookJSONRequestBody = RedeliverWebhookRequest
 
@@ -1361,6 +1466,30 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/conversations/{id}/messages/{message_id} (the `GetMessage` operationId).
 	GetMessage(ctx context.Context, id openapi_types.UUID, messageId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListPortalLinks List portal links (never their URLs), oldest first.
+	//
+	// Corresponds with GET /api/v1/portal/links (the `ListPortalLinks` operationId).
+	ListPortalLinks(ctx context.Context, params *ListPortalLinksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreatePortalLinkWithBody Mint a signed, expiring portal link that opens the console for one tenant's customer, optionally narrowed to event types, read-only, or good for one opening; the answer is the only place its URL is shown. Without PORTAL_LINK_KEY: 409 portal_not_configured.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/portal/links (the `CreatePortalLink` operationId).
+	CreatePortalLinkWithBody(ctx context.Context, params *CreatePortalLinkParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreatePortalLink Mint a signed, expiring portal link that opens the console for one tenant's customer, optionally narrowed to event types, read-only, or good for one opening; the answer is the only place its URL is shown. Without PORTAL_LINK_KEY: 409 portal_not_configured.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/portal/links (the `CreatePortalLink` operationId).
+	CreatePortalLink(ctx context.Context, params *CreatePortalLinkParams, body CreatePortalLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokePortalLink Revoke a portal link: it no longer opens, and every session it opened ends at its next request, on every replica.
+	//
+	// Corresponds with POST /api/v1/portal/links/{id}/revoke (the `RevokePortalLink` operationId).
+	RevokePortalLink(ctx context.Context, id openapi_types.UUID, params *RevokePortalLinkParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListWebhookDeliveries List deliveries, newest first.
 	//
 	// Corresponds with GET /api/v1/webhooks/deliveries (the `ListWebhookDeliveries` operationId).
@@ -1408,6 +1537,11 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/webhooks/operations/{id} (the `GetWebhookOperation` operationId).
 	GetWebhookOperation(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetWebhookOverview How each named subscription did in the last 24 hours, hour by hour, with its backlog and newest error: one request for a page of endpoints.
+	//
+	// Corresponds with GET /api/v1/webhooks/overview (the `GetWebhookOverview` operationId).
+	GetWebhookOverview(ctx context.Context, params *GetWebhookOverviewParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWebhookSubscriptions List live subscriptions, oldest first.
 	//
@@ -1966,6 +2100,70 @@ func (c *Client) GetMessage(ctx context.Context, id openapi_types.UUID, messageI
 	return c.Client.Do(req)
 }
 
+// ListPortalLinks List portal links (never their URLs), oldest first.
+//
+// Corresponds with GET /api/v1/portal/links (the `ListPortalLinks` operationId).
+func (c *Client) ListPortalLinks(ctx context.Context, params *ListPortalLinksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPortalLinksRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreatePortalLinkWithBody Mint a signed, expiring portal link that opens the console for one tenant's customer, optionally narrowed to event types, read-only, or good for one opening; the answer is the only place its URL is shown. Without PORTAL_LINK_KEY: 409 portal_not_configured.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/portal/links (the `CreatePortalLink` operationId).
+func (c *Client) CreatePortalLinkWithBody(ctx context.Context, params *CreatePortalLinkParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePortalLinkRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreatePortalLink Mint a signed, expiring portal link that opens the console for one tenant's customer, optionally narrowed to event types, read-only, or good for one opening; the answer is the only place its URL is shown. Without PORTAL_LINK_KEY: 409 portal_not_configured.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/portal/links (the `CreatePortalLink` operationId).
+func (c *Client) CreatePortalLink(ctx context.Context, params *CreatePortalLinkParams, body CreatePortalLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePortalLinkRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokePortalLink Revoke a portal link: it no longer opens, and every session it opened ends at its next request, on every replica.
+//
+// Corresponds with POST /api/v1/portal/links/{id}/revoke (the `RevokePortalLink` operationId).
+func (c *Client) RevokePortalLink(ctx context.Context, id openapi_types.UUID, params *RevokePortalLinkParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokePortalLinkRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListWebhookDeliveries List deliveries, newest first.
 //
 // Corresponds with GET /api/v1/webhooks/deliveries (the `ListWebhookDeliveries` operationId).
@@ -2084,6 +2282,21 @@ func (c *Client) PublishWebhookEvent(ctx context.Context, params *PublishWebhook
 // Corresponds with GET /api/v1/webhooks/operations/{id} (the `GetWebhookOperation` operationId).
 func (c *Client) GetWebhookOperation(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetWebhookOperationRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetWebhookOverview How each named subscription did in the last 24 hours, hour by hour, with its backlog and newest error: one request for a page of endpoints.
+//
+// Corresponds with GET /api/v1/webhooks/overview (the `GetWebhookOverview` operationId).
+func (c *Client) GetWebhookOverview(ctx context.Context, params *GetWebhookOverviewParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWebhookOverviewRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3583,6 +3796,176 @@ func NewGetMessageRequest(server string, id openapi_types.UUID, messageId openap
 	return req, nil
 }
 
+// NewListPortalLinksRequest constructs an http.Request for the ListPortalLinks method
+func NewListPortalLinksRequest(server string, params *ListPortalLinksParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/portal/links")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreatePortalLinkRequest calls the generic CreatePortalLink builder with application/json body
+func NewCreatePortalLinkRequest(server string, params *CreatePortalLinkParams, body CreatePortalLinkJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreatePortalLinkRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewCreatePortalLinkRequestWithBody constructs an http.Request for the CreatePortalLink method, with any body, and a specified content type
+func NewCreatePortalLinkRequestWithBody(server string, params *CreatePortalLinkParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/portal/links")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRevokePortalLinkRequest constructs an http.Request for the RevokePortalLink method
+func NewRevokePortalLinkRequest(server string, id openapi_types.UUID, params *RevokePortalLinkParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/portal/links/%s/revoke", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewListWebhookDeliveriesRequest constructs an http.Request for the ListWebhookDeliveries method
 func NewListWebhookDeliveriesRequest(server string, params *ListWebhookDeliveriesParams) (*http.Request, error) {
 	var err error
@@ -3952,6 +4335,60 @@ func NewGetWebhookOperationRequest(server string, id openapi_types.UUID) (*http.
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetWebhookOverviewRequest constructs an http.Request for the GetWebhookOverview method
+func NewGetWebhookOverviewRequest(server string, params *GetWebhookOverviewParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/webhooks/overview")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.SubscriptionIds != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "subscription_ids", *params.SubscriptionIds, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -4954,6 +5391,34 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/conversations/{id}/messages/{message_id} (the `GetMessage` operationId).
 	GetMessageWithResponse(ctx context.Context, id openapi_types.UUID, messageId openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetMessageResponse, error)
 
+	// ListPortalLinksWithResponse List portal links (never their URLs), oldest first.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/portal/links (the `ListPortalLinks` operationId).
+	ListPortalLinksWithResponse(ctx context.Context, params *ListPortalLinksParams, reqEditors ...RequestEditorFn) (*ListPortalLinksResponse, error)
+
+	// CreatePortalLinkWithBodyWithResponse Mint a signed, expiring portal link that opens the console for one tenant's customer, optionally narrowed to event types, read-only, or good for one opening; the answer is the only place its URL is shown. Without PORTAL_LINK_KEY: 409 portal_not_configured.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/portal/links (the `CreatePortalLink` operationId).
+	CreatePortalLinkWithBodyWithResponse(ctx context.Context, params *CreatePortalLinkParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePortalLinkResponse, error)
+
+	// CreatePortalLinkWithResponse Mint a signed, expiring portal link that opens the console for one tenant's customer, optionally narrowed to event types, read-only, or good for one opening; the answer is the only place its URL is shown. Without PORTAL_LINK_KEY: 409 portal_not_configured.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/portal/links (the `CreatePortalLink` operationId).
+	CreatePortalLinkWithResponse(ctx context.Context, params *CreatePortalLinkParams, body CreatePortalLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePortalLinkResponse, error)
+
+	// RevokePortalLinkWithResponse Revoke a portal link: it no longer opens, and every session it opened ends at its next request, on every replica.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/portal/links/{id}/revoke (the `RevokePortalLink` operationId).
+	RevokePortalLinkWithResponse(ctx context.Context, id openapi_types.UUID, params *RevokePortalLinkParams, reqEditors ...RequestEditorFn) (*RevokePortalLinkResponse, error)
+
 	// ListWebhookDeliveriesWithResponse List deliveries, newest first.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -5009,6 +5474,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/webhooks/operations/{id} (the `GetWebhookOperation` operationId).
 	GetWebhookOperationWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetWebhookOperationResponse, error)
+
+	// GetWebhookOverviewWithResponse How each named subscription did in the last 24 hours, hour by hour, with its backlog and newest error: one request for a page of endpoints.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/webhooks/overview (the `GetWebhookOverview` operationId).
+	GetWebhookOverviewWithResponse(ctx context.Context, params *GetWebhookOverviewParams, reqEditors ...RequestEditorFn) (*GetWebhookOverviewResponse, error)
 
 	// ListWebhookSubscriptionsWithResponse List live subscriptions, oldest first.
 	//
@@ -8386,6 +8858,520 @@ func (r GetMessageResponse) ContentType() string {
 	return ""
 }
 
+// ListPortalLinksResponse200Headers the declared response headers of an HTTP 200 response for ListPortalLinks
+type ListPortalLinksResponse200Headers struct {
+	XRequestId *string
+}
+
+// ListPortalLinksResponse400Headers the declared response headers of an HTTP 400 response for ListPortalLinks
+type ListPortalLinksResponse400Headers struct {
+	XRequestId *string
+}
+
+// ListPortalLinksResponse401Headers the declared response headers of an HTTP 401 response for ListPortalLinks
+type ListPortalLinksResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ListPortalLinksResponse403Headers the declared response headers of an HTTP 403 response for ListPortalLinks
+type ListPortalLinksResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListPortalLinksResponse429Headers the declared response headers of an HTTP 429 response for ListPortalLinks
+type ListPortalLinksResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// ListPortalLinksResponse500Headers the declared response headers of an HTTP 500 response for ListPortalLinks
+type ListPortalLinksResponse500Headers struct {
+	XRequestId *string
+}
+
+// ListPortalLinksResponse503Headers the declared response headers of an HTTP 503 response for ListPortalLinks
+type ListPortalLinksResponse503Headers struct {
+	XRequestId *string
+}
+
+type ListPortalLinksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ListPortalLink
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListPortalLinksResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListPortalLinksResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListPortalLinksResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListPortalLinksResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListPortalLinksResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListPortalLinksResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListPortalLinksResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPortalLinksResponse) GetJSON200() *ListPortalLink {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPortalLinksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPortalLinksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPortalLinksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPortalLinksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreatePortalLinkResponse201Headers the declared response headers of an HTTP 201 response for CreatePortalLink
+type CreatePortalLinkResponse201Headers struct {
+	XRequestId *string
+}
+
+// CreatePortalLinkResponse400Headers the declared response headers of an HTTP 400 response for CreatePortalLink
+type CreatePortalLinkResponse400Headers struct {
+	XRequestId *string
+}
+
+// CreatePortalLinkResponse401Headers the declared response headers of an HTTP 401 response for CreatePortalLink
+type CreatePortalLinkResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// CreatePortalLinkResponse403Headers the declared response headers of an HTTP 403 response for CreatePortalLink
+type CreatePortalLinkResponse403Headers struct {
+	XRequestId *string
+}
+
+// CreatePortalLinkResponse404Headers the declared response headers of an HTTP 404 response for CreatePortalLink
+type CreatePortalLinkResponse404Headers struct {
+	XRequestId *string
+}
+
+// CreatePortalLinkResponse409Headers the declared response headers of an HTTP 409 response for CreatePortalLink
+type CreatePortalLinkResponse409Headers struct {
+	XRequestId *string
+}
+
+// CreatePortalLinkResponse413Headers the declared response headers of an HTTP 413 response for CreatePortalLink
+type CreatePortalLinkResponse413Headers struct {
+	XRequestId *string
+}
+
+// CreatePortalLinkResponse415Headers the declared response headers of an HTTP 415 response for CreatePortalLink
+type CreatePortalLinkResponse415Headers struct {
+	XRequestId *string
+}
+
+// CreatePortalLinkResponse422Headers the declared response headers of an HTTP 422 response for CreatePortalLink
+type CreatePortalLinkResponse422Headers struct {
+	XRequestId *string
+}
+
+// CreatePortalLinkResponse429Headers the declared response headers of an HTTP 429 response for CreatePortalLink
+type CreatePortalLinkResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// CreatePortalLinkResponse500Headers the declared response headers of an HTTP 500 response for CreatePortalLink
+type CreatePortalLinkResponse500Headers struct {
+	XRequestId *string
+}
+
+// CreatePortalLinkResponse503Headers the declared response headers of an HTTP 503 response for CreatePortalLink
+type CreatePortalLinkResponse503Headers struct {
+	XRequestId *string
+}
+
+type CreatePortalLinkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *PortalLink
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ValidationFailed
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreatePortalLinkResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreatePortalLinkResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreatePortalLinkResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreatePortalLinkResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CreatePortalLinkResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreatePortalLinkResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreatePortalLinkResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CreatePortalLinkResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *CreatePortalLinkResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreatePortalLinkResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CreatePortalLinkResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreatePortalLinkResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreatePortalLinkResponse) GetJSON201() *PortalLink {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationproblemJSON422() *ValidationFailed {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreatePortalLinkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreatePortalLinkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreatePortalLinkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreatePortalLinkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokePortalLinkResponse200Headers the declared response headers of an HTTP 200 response for RevokePortalLink
+type RevokePortalLinkResponse200Headers struct {
+	XRequestId *string
+}
+
+// RevokePortalLinkResponse400Headers the declared response headers of an HTTP 400 response for RevokePortalLink
+type RevokePortalLinkResponse400Headers struct {
+	XRequestId *string
+}
+
+// RevokePortalLinkResponse401Headers the declared response headers of an HTTP 401 response for RevokePortalLink
+type RevokePortalLinkResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// RevokePortalLinkResponse403Headers the declared response headers of an HTTP 403 response for RevokePortalLink
+type RevokePortalLinkResponse403Headers struct {
+	XRequestId *string
+}
+
+// RevokePortalLinkResponse404Headers the declared response headers of an HTTP 404 response for RevokePortalLink
+type RevokePortalLinkResponse404Headers struct {
+	XRequestId *string
+}
+
+// RevokePortalLinkResponse409Headers the declared response headers of an HTTP 409 response for RevokePortalLink
+type RevokePortalLinkResponse409Headers struct {
+	XRequestId *string
+}
+
+// RevokePortalLinkResponse422Headers the declared response headers of an HTTP 422 response for RevokePortalLink
+type RevokePortalLinkResponse422Headers struct {
+	XRequestId *string
+}
+
+// RevokePortalLinkResponse429Headers the declared response headers of an HTTP 429 response for RevokePortalLink
+type RevokePortalLinkResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// RevokePortalLinkResponse500Headers the declared response headers of an HTTP 500 response for RevokePortalLink
+type RevokePortalLinkResponse500Headers struct {
+	XRequestId *string
+}
+
+// RevokePortalLinkResponse503Headers the declared response headers of an HTTP 503 response for RevokePortalLink
+type RevokePortalLinkResponse503Headers struct {
+	XRequestId *string
+}
+
+type RevokePortalLinkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PortalLink
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ValidationFailed
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RevokePortalLinkResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RevokePortalLinkResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokePortalLinkResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RevokePortalLinkResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RevokePortalLinkResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RevokePortalLinkResponse409Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *RevokePortalLinkResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevokePortalLinkResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *RevokePortalLinkResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RevokePortalLinkResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevokePortalLinkResponse) GetJSON200() *PortalLink {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationproblemJSON422() *ValidationFailed {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokePortalLinkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokePortalLinkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokePortalLinkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokePortalLinkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListWebhookDeliveriesResponse200Headers the declared response headers of an HTTP 200 response for ListWebhookDeliveries
 type ListWebhookDeliveriesResponse200Headers struct {
 	XRequestId *string
@@ -9349,6 +10335,140 @@ func (r GetWebhookOperationResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetWebhookOperationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetWebhookOverviewResponse200Headers the declared response headers of an HTTP 200 response for GetWebhookOverview
+type GetWebhookOverviewResponse200Headers struct {
+	XRequestId *string
+}
+
+// GetWebhookOverviewResponse400Headers the declared response headers of an HTTP 400 response for GetWebhookOverview
+type GetWebhookOverviewResponse400Headers struct {
+	XRequestId *string
+}
+
+// GetWebhookOverviewResponse401Headers the declared response headers of an HTTP 401 response for GetWebhookOverview
+type GetWebhookOverviewResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// GetWebhookOverviewResponse403Headers the declared response headers of an HTTP 403 response for GetWebhookOverview
+type GetWebhookOverviewResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetWebhookOverviewResponse429Headers the declared response headers of an HTTP 429 response for GetWebhookOverview
+type GetWebhookOverviewResponse429Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
+// GetWebhookOverviewResponse500Headers the declared response headers of an HTTP 500 response for GetWebhookOverview
+type GetWebhookOverviewResponse500Headers struct {
+	XRequestId *string
+}
+
+// GetWebhookOverviewResponse503Headers the declared response headers of an HTTP 503 response for GetWebhookOverview
+type GetWebhookOverviewResponse503Headers struct {
+	XRequestId *string
+}
+
+type GetWebhookOverviewResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OverviewResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetWebhookOverviewResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetWebhookOverviewResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetWebhookOverviewResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetWebhookOverviewResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetWebhookOverviewResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetWebhookOverviewResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetWebhookOverviewResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetWebhookOverviewResponse) GetJSON200() *OverviewResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetWebhookOverviewResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetWebhookOverviewResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetWebhookOverviewResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetWebhookOverviewResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetWebhookOverviewResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetWebhookOverviewResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetWebhookOverviewResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWebhookOverviewResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWebhookOverviewResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetWebhookOverviewResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11941,6 +13061,58 @@ func (c *ClientWithResponses) GetMessageWithResponse(ctx context.Context, id ope
 	return ParseGetMessageResponse(rsp)
 }
 
+// ListPortalLinksWithResponse List portal links (never their URLs), oldest first.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/portal/links (the `ListPortalLinks` operationId).
+func (c *ClientWithResponses) ListPortalLinksWithResponse(ctx context.Context, params *ListPortalLinksParams, reqEditors ...RequestEditorFn) (*ListPortalLinksResponse, error) {
+	rsp, err := c.ListPortalLinks(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPortalLinksResponse(rsp)
+}
+
+// CreatePortalLinkWithBodyWithResponse Mint a signed, expiring portal link that opens the console for one tenant's customer, optionally narrowed to event types, read-only, or good for one opening; the answer is the only place its URL is shown. Without PORTAL_LINK_KEY: 409 portal_not_configured.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/portal/links (the `CreatePortalLink` operationId).
+func (c *ClientWithResponses) CreatePortalLinkWithBodyWithResponse(ctx context.Context, params *CreatePortalLinkParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePortalLinkResponse, error) {
+	rsp, err := c.CreatePortalLinkWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreatePortalLinkResponse(rsp)
+}
+
+// CreatePortalLinkWithResponse Mint a signed, expiring portal link that opens the console for one tenant's customer, optionally narrowed to event types, read-only, or good for one opening; the answer is the only place its URL is shown. Without PORTAL_LINK_KEY: 409 portal_not_configured.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/portal/links (the `CreatePortalLink` operationId).
+func (c *ClientWithResponses) CreatePortalLinkWithResponse(ctx context.Context, params *CreatePortalLinkParams, body CreatePortalLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePortalLinkResponse, error) {
+	rsp, err := c.CreatePortalLink(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreatePortalLinkResponse(rsp)
+}
+
+// RevokePortalLinkWithResponse Revoke a portal link: it no longer opens, and every session it opened ends at its next request, on every replica.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/portal/links/{id}/revoke (the `RevokePortalLink` operationId).
+func (c *ClientWithResponses) RevokePortalLinkWithResponse(ctx context.Context, id openapi_types.UUID, params *RevokePortalLinkParams, reqEditors ...RequestEditorFn) (*RevokePortalLinkResponse, error) {
+	rsp, err := c.RevokePortalLink(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokePortalLinkResponse(rsp)
+}
+
 // ListWebhookDeliveriesWithResponse List deliveries, newest first.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -12043,6 +13215,19 @@ func (c *ClientWithResponses) GetWebhookOperationWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseGetWebhookOperationResponse(rsp)
+}
+
+// GetWebhookOverviewWithResponse How each named subscription did in the last 24 hours, hour by hour, with its backlog and newest error: one request for a page of endpoints.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/webhooks/overview (the `GetWebhookOverview` operationId).
+func (c *ClientWithResponses) GetWebhookOverviewWithResponse(ctx context.Context, params *GetWebhookOverviewParams, reqEditors ...RequestEditorFn) (*GetWebhookOverviewResponse, error) {
+	rsp, err := c.GetWebhookOverview(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWebhookOverviewResponse(rsp)
 }
 
 // ListWebhookSubscriptionsWithResponse List live subscriptions, oldest first.
@@ -16167,6 +17352,607 @@ func ParseGetMessageResponse(rsp *http.Response) (*GetMessageResponse, error) {
 	return response, nil
 }
 
+// ParseListPortalLinksResponse parses an HTTP response from a ListPortalLinksWithResponse call
+func ParseListPortalLinksResponse(rsp *http.Response) (*ListPortalLinksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPortalLinksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ListPortalLink
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListPortalLinksResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListPortalLinksResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListPortalLinksResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListPortalLinksResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListPortalLinksResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListPortalLinksResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListPortalLinksResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreatePortalLinkResponse parses an HTTP response from a CreatePortalLinkWithResponse call
+func ParseCreatePortalLinkResponse(rsp *http.Response) (*CreatePortalLinkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreatePortalLinkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest PortalLink
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreatePortalLinkResponse201Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreatePortalLinkResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreatePortalLinkResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreatePortalLinkResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CreatePortalLinkResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreatePortalLinkResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreatePortalLinkResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers CreatePortalLinkResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers CreatePortalLinkResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreatePortalLinkResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers CreatePortalLinkResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreatePortalLinkResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokePortalLinkResponse parses an HTTP response from a RevokePortalLinkWithResponse call
+func ParseRevokePortalLinkResponse(rsp *http.Response) (*RevokePortalLinkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokePortalLinkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PortalLink
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ValidationFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers RevokePortalLinkResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers RevokePortalLinkResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RevokePortalLinkResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RevokePortalLinkResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RevokePortalLinkResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers RevokePortalLinkResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 422:
+		var headers RevokePortalLinkResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers RevokePortalLinkResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers RevokePortalLinkResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers RevokePortalLinkResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListWebhookDeliveriesResponse parses an HTTP response from a ListWebhookDeliveriesWithResponse call
 func ParseListWebhookDeliveriesResponse(rsp *http.Response) (*ListWebhookDeliveriesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -17312,6 +19098,161 @@ func ParseGetWebhookOperationResponse(rsp *http.Response) (*GetWebhookOperationR
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetWebhookOperationResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetWebhookOverviewResponse parses an HTTP response from a GetWebhookOverviewWithResponse call
+func ParseGetWebhookOverviewResponse(rsp *http.Response) (*GetWebhookOverviewResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWebhookOverviewResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OverviewResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetWebhookOverviewResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetWebhookOverviewResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetWebhookOverviewResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetWebhookOverviewResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetWebhookOverviewResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetWebhookOverviewResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetWebhookOverviewResponse503Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -27,6 +27,12 @@ const repoRoot = "../.."
 // share them, another run building other sources at the same time does not.
 var imageTag = fmt.Sprintf("ct%d-%d", os.Getpid(), time.Now().Unix())
 
+// The build stamp the images get, as `make` would pass it from git.
+const (
+	stampedVersion = "v0.0.0-compose"
+	stampedCommit  = "0123456789abcdef0123456789abcdef01234567"
+)
+
 // TestMain removes the image tags of this run; --no-prune keeps the layers, the next run's build cache.
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -125,7 +131,8 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	s.env = append(os.Environ(), "COMPOSE_PROJECT_NAME="+s.project,
-		"BUILD_GOFLAGS=-mod=vendor", "BUILD_GOPROXY=off", "COMPOSE_PROFILES=", "COMPOSE_IMAGE_TAG="+imageTag)
+		"BUILD_GOFLAGS=-mod=vendor", "BUILD_GOPROXY=off", "COMPOSE_PROFILES=", "COMPOSE_IMAGE_TAG="+imageTag,
+		"VERSION="+stampedVersion, "COMMIT="+stampedCommit, "BUILD_DATE=2026-01-02T03:04:05Z")
 	// Free host ports, not the defaults: another stack, or a PostgreSQL on 5433, may hold those.
 	ports := freePorts(t, 6)
 	s.urls = map[string]string{}
@@ -146,10 +153,10 @@ func newStack(t *testing.T) *stack {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			out, _ := s.run(45*time.Second, s.cmd("--profile", "scale", "--profile", "cluster", "logs", "--no-color", "--tail", "60")...)
+			out, _ := s.run(45*time.Second, s.cmd("--profile", "scale", "--profile", "cluster", "--profile", "pgbouncer", "logs", "--no-color", "--tail", "60")...)
 			t.Logf("compose logs:\n%s", out)
 		}
-		if out, err := s.run(2*time.Minute, s.cmd("--profile", "scale", "--profile", "cluster", "down", "-v", "--remove-orphans", "-t", "5")...); err != nil {
+		if out, err := s.run(2*time.Minute, s.cmd("--profile", "scale", "--profile", "cluster", "--profile", "pgbouncer", "down", "-v", "--remove-orphans", "-t", "5")...); err != nil {
 			t.Logf("down -v: %v\n%s", err, out)
 		}
 	})
@@ -220,7 +227,7 @@ func standins(t *testing.T) []string {
 			vars = append(vars, sc.Text())
 		}
 	}
-	if len(vars) != 4 {
+	if len(vars) != 5 {
 		t.Fatalf("scripts/standins/build.sh printed %q", out)
 	}
 	return vars

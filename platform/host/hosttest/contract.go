@@ -93,3 +93,24 @@ func contractOf(t testing.TB, baseURL string) *Contract {
 	contracts.Store(baseURL, c)
 	return c
 }
+
+// Allows returns why the document does not allow req (its route, parameters, headers and body), or
+// nil when it does. The body is read and put back, so req can be sent afterwards.
+func (c *Contract) Allows(req *http.Request) error {
+	route, params, err := c.router.FindRoute(req)
+	if err != nil {
+		return err
+	}
+	var body []byte
+	if req.Body != nil {
+		if body, err = io.ReadAll(req.Body); err != nil {
+			return err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	defer func() { req.Body = io.NopCloser(bytes.NewReader(body)) }()
+	return openapi3filter.ValidateRequest(req.Context(), &openapi3filter.RequestValidationInput{
+		Request: req, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, MultiError: true},
+	})
+}

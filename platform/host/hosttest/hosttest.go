@@ -76,7 +76,7 @@ type Options struct {
 	Jobs       jobs.Config
 	Background bool // run the bus and the job runner; without it events stay in the outbox
 	InstanceID string
-	Console    bool         // serve the web console at /console/
+	Pages      []host.Pages // browser pages beside the API (the web console)
 	Secrets    *secrets.Box // seals what modules store at rest; nil = as they are
 	RateLimit  int          // requests per token and RateWindow across replicas; 0 = no limit
 	RateWindow time.Duration
@@ -111,7 +111,7 @@ func Start(t testing.TB, db *database.DB, opts Options, mods ...module.Module) *
 	replica, err := host.New(host.Options{
 		DB: db, Logger: Logger(), InstanceID: opts.InstanceID, Tokens: []string{Token},
 		Messaging: opts.Messaging, Jobs: opts.Jobs, ShutdownTimeout: 5 * time.Second, Background: opts.Background,
-		Console: opts.Console, Secrets: opts.Secrets, RateLimit: opts.RateLimit, RateWindow: opts.RateWindow,
+		Pages: opts.Pages, Secrets: opts.Secrets, RateLimit: opts.RateLimit, RateWindow: opts.RateWindow,
 		MetricsListener: opts.MetricsListener, MetricsPprof: opts.MetricsPprof,
 	}, mods)
 	if err != nil {

@@ -46,12 +46,12 @@ test-helm:
 
 ## allocs: the tests that count allocations, without the race detector (it makes sync.Pool drop items)
 allocs:
-	go test -count=1 -run 'allocates' ./...
+	go test -count=1 -run 'Allocates' ./...
 
 ## test-pgbouncer: the webhook delivery flows, the job tests and a two-replica black-box fan-out, each
 ## test database behind a PgBouncer in transaction mode that the test starts (docs/operations.md#pgbouncer)
 test-pgbouncer:
-	KEELSON_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m -run 'Test_events_fan_out|Test_integration_events|Test_a_receiver|Test_an_always|Test_an_outcome' ./modules/webhooks/
+	KEELSON_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m -run 'TestEventsFanOut|TestIntegrationEvents|TestAReceiver|TestAnAlways|TestAnOutcome' ./modules/webhooks/
 	KEELSON_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m ./platform/jobs/
 	KEELSON_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m -run 'TestEventsFanOutAcrossReplicasWithVerifiedSignatures' ./tests/
 
@@ -111,4 +111,4 @@ bench:
 
 ## screenshots: PNGs of the console's main pages into docs/images (needs chromium, PostgreSQL, RabbitMQ)
 screenshots: services
-	CONSOLE_SCREENSHOTS=$(CURDIR)/docs/images go test -count=1 -run 'photographed' ./console/
+	CONSOLE_SCREENSHOTS=$(CURDIR)/docs/images go test -count=1 -run 'Photographed' ./console/

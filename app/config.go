@@ -52,6 +52,8 @@ type Config struct {
 	WebhooksAllowedTargets      []string
 	WebhooksEgressProxy         string
 	WebhooksSendTimeout         time.Duration
+	WebhooksHangAfter           time.Duration
+	WebhooksHoldFor             time.Duration
 	WebhooksClaimLease          time.Duration
 	WebhooksSweepInterval       time.Duration
 	WebhooksRetention           time.Duration
@@ -206,6 +208,10 @@ var Variables = []Variable{
 		show: func(c Config) string { return webhooks.RedactedProxy(c.WebhooksEgressProxy) }},
 	durationVar("WEBHOOKS_SEND_TIMEOUT", "15s", time.Millisecond, func(c *Config) *time.Duration { return &c.WebhooksSendTimeout },
 		"HTTP timeout of one delivery attempt (the low end of the Standard Webhooks recommendation, 15–30 s)"),
+	durationVar("WEBHOOKS_HANG_AFTER", "2s", time.Millisecond, func(c *Config) *time.Duration { return &c.WebhooksHangAfter },
+		"a request with no response headers after this long, while no other request to its endpoint was answered, holds the endpoint: no more of its deliveries take send slots until that request ends ([fairness](webhooks.md#fairness)); the request itself runs on to the send timeout"),
+	durationVar("WEBHOOKS_HOLD_FOR", "30s", time.Second, func(c *Config) *time.Duration { return &c.WebhooksHoldFor },
+		"how long an endpoint whose request timed out stays held before one delivery probes it again (the circuit breaker's cool-down)"),
 	{Name: "WEBHOOKS_CLAIM_LEASE", Default: "2m",
 		Doc: "lease of a delivery claim; must exceed the send timeout by at least 500ms (it covers a take's write and its send)",
 		set: func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.WebhooksClaimLease) },

@@ -16,6 +16,8 @@ func modules(cfg Config) ([]module.Module, error) {
 		AllowedTargets:            cfg.WebhooksAllowedTargets,
 		EgressProxy:               cfg.WebhooksEgressProxy,
 		SendTimeout:               cfg.WebhooksSendTimeout,
+		HangAfter:                 cfg.WebhooksHangAfter,
+		HoldFor:                   cfg.WebhooksHoldFor,
 		ClaimLease:                cfg.WebhooksClaimLease,
 		SweepInterval:             cfg.WebhooksSweepInterval,
 		Retention:                 cfg.WebhooksRetention,

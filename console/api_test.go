@@ -11,7 +11,7 @@ import (
 	"github.com/keelson/keelson/platform/httpapi"
 )
 
-func Test_an_api_call_carries_the_token_the_version_the_form_key_and_the_page_request_id(t *testing.T) {
+func TestAnApiCallCarriesTheTokenTheVersionTheFormKeyAndThePageRequestId(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
 	engine := gin.New()
 	var seen http.Header

@@ -53,7 +53,7 @@ func deliveries(t testing.TB, r *hosttest.Replica, query string) []deliveryItem 
 	}](t, resp).Items
 }
 
-func Test_a_person_finds_a_failed_delivery_redelivers_it_and_sees_the_new_attempt_on_another_replica(t *testing.T) {
+func TestAPersonFindsAFailedDeliveryRedeliversItAndSeesTheNewAttemptOnAnotherReplica(t *testing.T) {
 	c := startCluster(t)
 	rc := newReceiver(t, http.StatusInternalServerError)
 	subscribe(t, c.a, rc.URL+"/hooks", "orders of the shop")
@@ -94,7 +94,7 @@ func Test_a_person_finds_a_failed_delivery_redelivers_it_and_sees_the_new_attemp
 		"the third attempt shows after reload, and it succeeded")
 }
 
-func Test_a_redeliver_of_a_version_that_changed_since_the_page_loaded_reads_reload(t *testing.T) {
+func TestARedeliverOfAVersionThatChangedSinceThePageLoadedReadsReload(t *testing.T) {
 	c := startCluster(t)
 	rc := newReceiver(t, http.StatusInternalServerError)
 	subscribe(t, c.a, rc.URL+"/hooks", "")
@@ -121,7 +121,7 @@ func Test_a_redeliver_of_a_version_that_changed_since_the_page_loaded_reads_relo
 	}
 }
 
-func Test_a_rename_posted_from_the_page_is_proposed_accepted_and_applied(t *testing.T) {
+func TestARenamePostedFromThePageIsProposedAcceptedAndApplied(t *testing.T) {
 	c := startCluster(t)
 	resp := c.a.Do(t, http.MethodPost, "/api/v1/conversations", map[string]any{"title": "Before"})
 	if resp.Status != http.StatusCreated {
@@ -147,7 +147,7 @@ func Test_a_rename_posted_from_the_page_is_proposed_accepted_and_applied(t *test
 		"the conversation is renamed")
 }
 
-func Test_the_loser_of_a_race_to_decide_a_proposal_reads_already_decided(t *testing.T) {
+func TestTheLoserOfARaceToDecideAProposalReadsAlreadyDecided(t *testing.T) {
 	c := startCluster(t)
 	conv := hosttest.Decode[created](t, c.a.Do(t, http.MethodPost, "/api/v1/conversations", map[string]any{"title": "Race"}))
 	c.a.Do(t, http.MethodPost, "/api/v1/conversations/"+conv.ID+"/messages", map[string]any{"content": "/rename Raced"})
@@ -177,7 +177,7 @@ func Test_the_loser_of_a_race_to_decide_a_proposal_reads_already_decided(t *test
 // hostile is markup that runs script if any page forgets to escape it.
 const hostile = `<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">`
 
-func Test_script_in_a_payload_a_description_and_a_message_runs_nothing(t *testing.T) {
+func TestScriptInAPayloadADescriptionAndAMessageRunsNothing(t *testing.T) {
 	c := startCluster(t)
 	rc := newReceiver(t, http.StatusNoContent)
 	sub := subscribe(t, c.a, rc.URL+"/hooks", hostile)
@@ -220,7 +220,7 @@ func hasRoute(r *hosttest.Replica, method, path string) bool {
 	return false
 }
 
-func Test_the_endpoint_page_offers_exactly_the_actions_the_api_has_and_they_work(t *testing.T) {
+func TestTheEndpointPageOffersExactlyTheActionsTheApiHasAndTheyWork(t *testing.T) {
 	c := startCluster(t)
 	rc := newReceiver(t, http.StatusNoContent)
 	sub := subscribe(t, c.a, rc.URL+"/hooks", "")
@@ -283,7 +283,7 @@ func tabTo(t *testing.T, ctx context.Context, id string, limit int) {
 	t.Fatalf("#%s not reached with %d presses of Tab", id, limit)
 }
 
-func Test_a_person_signs_in_and_redelivers_with_the_keyboard_alone_and_sees_where_the_focus_is(t *testing.T) {
+func TestAPersonSignsInAndRedeliversWithTheKeyboardAloneAndSeesWhereTheFocusIs(t *testing.T) {
 	c := startCluster(t)
 	rc := newReceiver(t, http.StatusInternalServerError)
 	subscribe(t, c.a, rc.URL+"/hooks", "")
@@ -318,7 +318,7 @@ func Test_a_person_signs_in_and_redelivers_with_the_keyboard_alone_and_sees_wher
 	}
 }
 
-func Test_a_read_only_token_sees_endpoints_and_deliveries_with_no_action_and_a_forged_action_is_refused(t *testing.T) {
+func TestAReadOnlyTokenSeesEndpointsAndDeliveriesWithNoActionAndAForgedActionIsRefused(t *testing.T) {
 	c := startCluster(t)
 	rc := newReceiver(t, http.StatusInternalServerError)
 	sub := subscribe(t, c.a, rc.URL+"/hooks", "watched, not touched")

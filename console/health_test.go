@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func Test_hour_slots_stay_on_the_chart_even_for_a_time_after_now(t *testing.T) {
+func TestHourSlotsStayOnTheChartEvenForATimeAfterNow(t *testing.T) {
 	now := time.Now()
 	for _, c := range []struct {
 		at   time.Time
@@ -21,7 +21,7 @@ func Test_hour_slots_stay_on_the_chart_even_for_a_time_after_now(t *testing.T) {
 	}
 }
 
-func Test_the_chart_holds_only_numbers_and_names_its_rate(t *testing.T) {
+func TestTheChartHoldsOnlyNumbersAndNamesItsRate(t *testing.T) {
 	var b [24]hourBucket
 	b[23] = hourBucket{ok: 3, failed: 1}
 	b[0] = hourBucket{failed: 2}

@@ -14,10 +14,10 @@ import (
 	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
-// Test_the_main_pages_fit_a_phone_and_a_desktop_and_are_photographed renders every main page at
+// TestTheMainPagesFitAPhoneAndADesktopAndArePhotographed renders every main page at
 // 1280 and 375 px wide, checks nothing overflows sideways, and writes the PNGs into
 // $CONSOLE_SCREENSHOTS (make screenshots sets it to docs/images), or a temporary directory.
-func Test_the_main_pages_fit_a_phone_and_a_desktop_and_are_photographed(t *testing.T) {
+func TestTheMainPagesFitAPhoneAndADesktopAndArePhotographed(t *testing.T) {
 	dir := os.Getenv("CONSOLE_SCREENSHOTS")
 	if dir == "" {
 		dir = t.TempDir()

@@ -89,7 +89,7 @@ func (w *webClient) signIn(base, token string, headers ...string) *http.Cookie {
 	return nil
 }
 
-func Test_a_post_without_the_csrf_token_is_refused_and_changes_nothing(t *testing.T) {
+func TestAPostWithoutTheCsrfTokenIsRefusedAndChangesNothing(t *testing.T) {
 	c := startCluster(t)
 	rc := newReceiver(t, http.StatusInternalServerError)
 	subscribe(t, c.a, rc.URL+"/hooks", "")
@@ -125,7 +125,7 @@ func Test_a_post_without_the_csrf_token_is_refused_and_changes_nothing(t *testin
 	}
 }
 
-func Test_a_session_keeps_no_readable_token_works_on_every_replica_and_ends_everywhere_at_sign_out(t *testing.T) {
+func TestASessionKeepsNoReadableTokenWorksOnEveryReplicaAndEndsEverywhereAtSignOut(t *testing.T) {
 	c := startCluster(t)
 	w := newWebClient(t)
 	cookie := w.signIn(c.a.URL, hosttest.Token)
@@ -162,7 +162,7 @@ func Test_a_session_keeps_no_readable_token_works_on_every_replica_and_ends_ever
 	}
 }
 
-func Test_an_expired_session_sends_the_browser_to_sign_in(t *testing.T) {
+func TestAnExpiredSessionSendsTheBrowserToSignIn(t *testing.T) {
 	c := startCluster(t)
 	w := newWebClient(t)
 	w.signIn(c.a.URL, hosttest.Token)
@@ -175,7 +175,7 @@ func Test_an_expired_session_sends_the_browser_to_sign_in(t *testing.T) {
 	}
 }
 
-func Test_a_token_the_api_refuses_cannot_sign_in(t *testing.T) {
+func TestATokenTheApiRefusesCannotSignIn(t *testing.T) {
 	c := startCluster(t)
 	w := newWebClient(t)
 	form := w.send(http.MethodGet, c.a.URL+"/console/sign-in", nil)
@@ -185,7 +185,7 @@ func Test_a_token_the_api_refuses_cannot_sign_in(t *testing.T) {
 	}
 }
 
-func Test_behind_tls_the_cookie_is_secure_and_every_page_forbids_inline_script_and_framing(t *testing.T) {
+func TestBehindTlsTheCookieIsSecureAndEveryPageForbidsInlineScriptAndFraming(t *testing.T) {
 	c := startCluster(t)
 	w := newWebClient(t)
 	if cookie := w.signIn(c.a.URL, hosttest.Token, "X-Forwarded-Proto", "https"); !cookie.Secure {
@@ -217,7 +217,7 @@ func Test_behind_tls_the_cookie_is_secure_and_every_page_forbids_inline_script_a
 
 var formKeyInput = regexp.MustCompile(`name="form_key" value="([^"]+)"`)
 
-func Test_a_message_form_sent_twice_has_the_effect_the_api_gives_one_idempotency_key(t *testing.T) {
+func TestAMessageFormSentTwiceHasTheEffectTheApiGivesOneIdempotencyKey(t *testing.T) {
 	c := startCluster(t)
 	// What the API does with one key sent twice, straight.
 	direct := hosttest.Decode[created](t, c.a.Do(t, http.MethodPost, "/api/v1/conversations", map[string]any{"title": "direct"}))

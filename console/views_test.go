@@ -2,7 +2,7 @@ package console
 
 import "testing"
 
-func Test_pretty_indents_json_and_shows_the_characters_html_escapes_stand_for(t *testing.T) {
+func TestPrettyIndentsJsonAndShowsTheCharactersHtmlEscapesStandFor(t *testing.T) {
 	cases := []struct{ in, want string }{
 		{`{"a":"\u003cb\u003e \u0026"}`, "{\n  \"a\": \"<b> &\"\n}"},
 		{`{"a":"\\u003c"}`, "{\n  \"a\": \"\\\\u003c\"\n}"},

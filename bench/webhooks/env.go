@@ -75,7 +75,7 @@ func newEnvironment(ctx context.Context, o options, bin string) (*environment, e
 	if o.sendTimeout > 0 {
 		e.extraEnv = append(e.extraEnv, "WEBHOOKS_SEND_TIMEOUT="+o.sendTimeout.String())
 	}
-	if need := o.fanout + 1 + o.stalled; need > 100 {
+	if need := o.fanout + 1 + o.stalled + fairnessDead(o); need > 100 {
 		// The default quota (100 live subscriptions per tenant) would refuse the fairness run's endpoints.
 		e.extraEnv = append(e.extraEnv, "WEBHOOKS_MAX_SUBSCRIPTIONS_PER_TENANT="+strconv.Itoa(need))
 	}
@@ -232,15 +232,20 @@ func waitOK(ctx context.Context, url string, within time.Duration) error {
 
 // post sends an authenticated JSON request to one replica's webhooks API.
 func (e *environment) post(ctx context.Context, api, path string, body any) ([]byte, error) {
+	return e.postAs(ctx, api, token, "/api/v1/webhooks"+path, body)
+}
+
+// postAs sends a JSON request with the given token to one replica's API under /api/v1/....
+func (e *environment) postAs(ctx context.Context, api, bearer, path string, body any) ([]byte, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, api+"/api/v1/webhooks"+path, bytes.NewReader(raw))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, api+path, bytes.NewReader(raw))
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+bearer)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := e.client.Do(req)
 	if err != nil {
@@ -302,4 +307,12 @@ func printReplicaCounters(ctx context.Context, e *environment, names ...string) 
 		}
 	}
 	fmt.Println()
+}
+
+// fairnessDead is how many dead endpoints the -fairness run subscribes (all in one tenant at most).
+func fairnessDead(o options) int {
+	if !o.fairness {
+		return 0
+	}
+	return o.dead
 }

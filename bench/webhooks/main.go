@@ -16,6 +16,13 @@
 //
 // Add -before BIN -rounds N to alternate that run between two builds and print them side by side.
 //
+// With -fairness, the setting of docs/performance.md#fairness: -dead endpoints that accept the
+// connection and never answer and one healthy endpoint, all subscribed to every event, spread over
+// -tenants tenants; events at -rate/s for -for; it prints the healthy endpoint's p50/p95/max and
+// the rate the API accepted the events at (compare with -dead 0):
+//
+//	go run ./bench/webhooks -fairness -dead 50 -tenants 1 -rate 100 -for 10s -send-timeout 10s
+//
 // With -warmup N, N burst events are delivered and the database ANALYZEd before the measured burst.
 // With -profile DIR, the burst also yields PostgreSQL's statements (pg_stat_statements: the server
 // needs shared_preload_libraries='pg_stat_statements', so point -pg at such a cluster), commits and
@@ -61,6 +68,10 @@ type options struct {
 	stalledRate int           // events/s to them during the latency run
 	sendTimeout time.Duration // WEBHOOKS_SEND_TIMEOUT of the replicas (0 = the default)
 
+	fairness bool // the fairness run alone (fairnessRun)
+	dead     int  // its endpoints that never answer
+	tenants  int  // the tenants they are spread over
+
 	warmup     int           // burst events delivered, then ANALYZE, before the measured burst
 	profileDir string        // where -profile writes pg_stat_statements and the replica's CPU profile ("" = no profile)
 	profileFor time.Duration // length of the replica's CPU profile
@@ -86,6 +97,9 @@ func main() {
 	flag.IntVar(&o.stalled, "stalled", 0, "endpoints that never answer, fed -stalled-rate events/s during the latency run (fairness)")
 	flag.IntVar(&o.stalledRate, "stalled-rate", 5, "events/s fanned out to every stalled endpoint")
 	flag.DurationVar(&o.sendTimeout, "send-timeout", 0, "WEBHOOKS_SEND_TIMEOUT of the replicas (default: the app's)")
+	flag.BoolVar(&o.fairness, "fairness", false, "run only the fairness setting: -dead hanging endpoints and one healthy one over -tenants tenants, -rate events/s for -for")
+	flag.IntVar(&o.dead, "dead", 50, "endpoints that never answer in the -fairness run")
+	flag.IntVar(&o.tenants, "tenants", 1, "tenants the -fairness run's endpoints are spread over")
 	flag.IntVar(&o.warmup, "warmup", 0, "burst events delivered before the measured burst, followed by ANALYZE")
 	flag.StringVar(&o.profileDir, "profile", "", "during the throughput burst, write pg_stat_statements (server needs shared_preload_libraries) and a replica CPU profile (if served) to this directory")
 	flag.DurationVar(&o.profileFor, "profile-for", 12*time.Second, "length of the replica CPU profile")
@@ -119,6 +133,16 @@ func run(ctx context.Context, o options) error {
 		}
 	default:
 		return fmt.Errorf("unknown -peer %q", o.peer)
+	}
+	if o.fairness {
+		env, err := newEnvironment(ctx, o, bin)
+		if err != nil {
+			return err
+		}
+		defer env.close()
+		err = fairnessRun(ctx, env, o)
+		fmt.Printf("load average at end: %s\n", benchenv.LoadAverage())
+		return err
 	}
 	if o.stalled > 0 && o.peer != "" {
 		return fmt.Errorf("-stalled compares Keelson builds (-before), not a peer")

@@ -44,7 +44,7 @@ func succeededOutcome(h *harness, t taken) outcome {
 	return outcome{delivery: t.delivery, attempt: t.attempt}
 }
 
-func Test_a_batched_outcome_racing_a_redelivery_leaves_the_redelivery_in_place_and_marks_its_attempt_superseded(t *testing.T) {
+func TestABatchedOutcomeRacingARedeliveryLeavesTheRedeliveryInPlaceAndMarksItsAttemptSuperseded(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	h.subscribe(rc.URL, "*")
@@ -77,7 +77,7 @@ func Test_a_batched_outcome_racing_a_redelivery_leaves_the_redelivery_in_place_a
 	}
 }
 
-func Test_the_outcome_closes_each_attempt_as_a_HOT_update_and_keeps_the_start_the_take_recorded(t *testing.T) {
+func TestTheOutcomeClosesEachAttemptAsAHOTUpdateAndKeepsTheStartTheTakeRecorded(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	h.subscribe(rc.URL, "*")
@@ -108,7 +108,7 @@ func Test_the_outcome_closes_each_attempt_as_a_HOT_update_and_keeps_the_start_th
 	}
 }
 
-func Test_a_batch_of_takes_that_keep_their_leases_writes_every_delivery_as_a_HOT_update(t *testing.T) {
+func TestABatchOfTakesThatKeepTheirLeasesWritesEveryDeliveryAsAHOTUpdate(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	h.subscribe(rc.URL, "*")
@@ -132,7 +132,7 @@ func Test_a_batch_of_takes_that_keep_their_leases_writes_every_delivery_as_a_HOT
 	require.Equal(t, updated, hot, "a take within its lease changes no indexed column, and each page has room for a new version of all its rows")
 }
 
-func Test_an_attempt_taken_ahead_of_its_rate_slot_starts_at_the_slot(t *testing.T) {
+func TestAnAttemptTakenAheadOfItsRateSlotStartsAtTheSlot(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	h.subscribe(rc.URL, "*")
@@ -151,7 +151,7 @@ func Test_an_attempt_taken_ahead_of_its_rate_slot_starts_at_the_slot(t *testing.
 	require.True(t, a.StartedAt.Equal(slot), "stored %s, slot %s", a.StartedAt, slot)
 }
 
-func Test_outcomes_of_one_subscription_in_one_batch_update_its_health_as_if_written_in_turn(t *testing.T) {
+func TestOutcomesOfOneSubscriptionInOneBatchUpdateItsHealthAsIfWrittenInTurn(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	id, _ := h.subscribe(rc.URL, "*")
@@ -160,7 +160,7 @@ func Test_outcomes_of_one_subscription_in_one_batch_update_its_health_as_if_writ
 	failed := func(tk taken) outcome {
 		now := h.svc.now()
 		tk.attempt.Result, tk.attempt.ErrorClass = ResultFailed, errClassHTTPStatus
-		tk.delivery.MarkFailed(now, 500, "http_status: 500", h.svc.cfg.RetrySchedule, h.svc.jitter)
+		tk.delivery.MarkFailedRetryingAfter(now, 500, "http_status: 500", h.svc.cfg.RetrySchedule, h.svc.jitter, 0)
 		return outcome{delivery: tk.delivery, attempt: tk.attempt}
 	}
 	// failure, success, failure, failure: the run is the last two.
@@ -201,7 +201,7 @@ func withFreshAttempts(reqs []takeRequest) []takeRequest {
 	return out
 }
 
-func Test_two_replicas_taking_the_same_batch_of_claims_at_once_take_each_delivery_once(t *testing.T) {
+func TestTwoReplicasTakingTheSameBatchOfClaimsAtOnceTakeEachDeliveryOnce(t *testing.T) {
 	a := newHarness(t, testConfig(), harnessOptions{})
 	b := newHarness(t, testConfig(), harnessOptions{database: a.database})
 	rc := newReceiver(t, nil)
@@ -238,7 +238,7 @@ func Test_two_replicas_taking_the_same_batch_of_claims_at_once_take_each_deliver
 	}
 }
 
-func Test_a_stale_claim_in_a_batch_is_skipped_while_the_other_claims_are_taken(t *testing.T) {
+func TestAStaleClaimInABatchIsSkippedWhileTheOtherClaimsAreTaken(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	h.subscribe(rc.URL, "*")
@@ -269,7 +269,7 @@ func Test_a_stale_claim_in_a_batch_is_skipped_while_the_other_claims_are_taken(t
 	}
 }
 
-func Test_copies_of_one_claim_in_one_batch_are_taken_once(t *testing.T) {
+func TestCopiesOfOneClaimInOneBatchAreTakenOnce(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	h.subscribe(rc.URL, "*")
@@ -283,7 +283,7 @@ func Test_copies_of_one_claim_in_one_batch_are_taken_once(t *testing.T) {
 			r := req
 			r.AttemptID = uuid.Must(uuid.NewV7())
 			var err error
-			results[i], err = h.svc.takes.do(context.Background(), r)
+			results[i], err = h.svc.takes.Do(context.Background(), r)
 			require.NoError(t, err)
 		}()
 	}
@@ -297,7 +297,7 @@ func Test_copies_of_one_claim_in_one_batch_are_taken_once(t *testing.T) {
 	require.Equal(t, 1, n)
 }
 
-func Test_a_success_on_an_endpoint_whose_health_is_fresh_neither_writes_nor_waits_for_its_health_row(t *testing.T) {
+func TestASuccessOnAnEndpointWhoseHealthIsFreshNeitherWritesNorWaitsForItsHealthRow(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	sub, _ := h.subscribe(rc.URL, "*")

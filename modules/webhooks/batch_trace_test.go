@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"context"
 	"net/http"
 	"sync"
 	"testing"
@@ -12,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-func Test_batched_takes_and_outcomes_are_spans_linked_to_the_span_of_every_delivery_in_their_batch(t *testing.T) {
+func TestBatchedTakesAndOutcomesAreSpansLinkedToTheSpanOfEveryDeliveryInTheirBatch(t *testing.T) {
 	const n = 20
 	h := newHarness(t, testConfig(), harnessOptions{})
 	recorder, tp := h.recordSpans()
@@ -91,27 +90,4 @@ func Test_batched_takes_and_outcomes_are_spans_linked_to_the_span_of_every_deliv
 		require.Equal(t, 1, outcomes[a.SpanContext().SpanID()], "one outcome batch links to attempt %s", a.SpanContext().SpanID())
 	}
 	t.Logf("%d requests: %d take batches, %d outcome batches", n, len(byName["webhooks take batch"]), len(byName["webhooks outcome batch"]))
-}
-
-func Test_an_untraced_batcher_ignores_its_callers_spans_and_allocates_nothing_for_them(t *testing.T) {
-	write := func(_ context.Context, reqs []int) ([]int, error) { return reqs, nil }
-	tp := sdktrace.NewTracerProvider()
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	inSpan, span := tp.Tracer("test").Start(context.Background(), "caller")
-	defer span.End()
-	per := func(b *batcher[int, int], ctx context.Context) float64 {
-		return testing.AllocsPerRun(1000, func() {
-			if _, err := b.do(ctx, 1); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-	untraced := newBatcher(64, write)
-	bare, spanned := per(untraced, context.Background()), per(untraced, inSpan)
-	traced := newBatcher(64, write)
-	traced.traced(tp.Tracer("test"), "batch")
-	withSpans := per(traced, inSpan)
-	t.Logf("allocations per request: %.1f untraced, %.1f untraced in a caller's span, %.1f traced", bare, spanned, withSpans)
-	require.Equal(t, bare, spanned, "tracing off: a caller's span costs the batcher nothing")
-	require.Greater(t, withSpans, bare, "tracing on: the batch's span and links")
 }

@@ -29,7 +29,7 @@ func (h *harness) dueDelivery(eventType string) uuid.UUID {
 	return uuid.MustParse(id)
 }
 
-func Test_Should_refuse_the_second_claim_when_two_replicas_claim_the_same_row(t *testing.T) {
+func TestShouldRefuseTheSecondClaimWhenTwoReplicasClaimTheSameRow(t *testing.T) {
 	a := newHarness(t, testConfig(), harnessOptions{})
 	b := newHarness(t, testConfig(), harnessOptions{database: a.database})
 	rc := newReceiver(t, nil)
@@ -53,7 +53,7 @@ func Test_Should_refuse_the_second_claim_when_two_replicas_claim_the_same_row(t 
 	require.Equal(t, "Delivery", conflict.EntityType())
 	stored, err := a.svc.store.delivery(ctx, id)
 	require.NoError(t, err)
-	require.True(t, stored.IsClaimedBy(winner), "the stored claim is the winner's")
+	require.Equal(t, winner, *stored.ClaimID, "the stored claim is the winner's")
 }
 
 // roundBarrier holds every UPDATE of a delivery until both contenders of a round reached theirs,
@@ -95,7 +95,7 @@ func installBarrier(t *testing.T, db *gorm.DB, name string, b *roundBarrier) {
 	}))
 }
 
-func Test_sweep_against_redeliver_one_commit_wins_each_round_and_the_loser_leaves_nothing(t *testing.T) {
+func TestSweepAgainstRedeliverOneCommitWinsEachRoundAndTheLoserLeavesNothing(t *testing.T) {
 	const rounds = 50
 	sweeper := newHarness(t, testConfig(), harnessOptions{})
 	api := newHarness(t, testConfig(), harnessOptions{database: sweeper.database})
@@ -131,7 +131,7 @@ func Test_sweep_against_redeliver_one_commit_wins_each_round_and_the_loser_leave
 			}
 		}
 		require.Len(t, requests, 2, "round %d: the fan-out's request and the winner's, none from the loser", round)
-		require.True(t, stored.IsClaimedBy(requests[1]), "round %d: the stored claim is the winner's", round)
+		require.Equal(t, requests[1], *stored.ClaimID, "round %d: the stored claim is the winner's", round)
 		if redeliverErr == nil {
 			redeliverWins++
 			require.Equal(t, *redelivered.ClaimID, requests[1])
@@ -171,7 +171,7 @@ func Test_sweep_against_redeliver_one_commit_wins_each_round_and_the_loser_leave
 	}
 }
 
-func Test_concurrent_redeliveries_through_the_API_answer_202_or_409_and_only_winners_publish(t *testing.T) {
+func TestConcurrentRedeliveriesThroughTheAPIAnswer202Or409AndOnlyWinnersPublish(t *testing.T) {
 	a := newHarness(t, testConfig(), harnessOptions{})
 	b := newHarness(t, testConfig(), harnessOptions{database: a.database})
 	rc := newReceiver(t, nil)
@@ -210,10 +210,10 @@ func Test_concurrent_redeliveries_through_the_API_answer_202_or_409_and_only_win
 	require.Len(t, requests, before+won, "each 202 published one request, each 409 none")
 	stored, err := a.svc.store.delivery(tenantContext(), id)
 	require.NoError(t, err)
-	require.True(t, stored.IsClaimedBy(requests[len(requests)-1].ClaimID))
+	require.Equal(t, requests[len(requests)-1].ClaimID, *stored.ClaimID)
 }
 
-func Test_the_sweep_reports_the_due_backlog_and_claims_expired_leases(t *testing.T) {
+func TestTheSweepReportsTheDueBacklogAndClaimsExpiredLeases(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	h.subscribe(rc.URL, "*")
@@ -232,7 +232,7 @@ func Test_the_sweep_reports_the_due_backlog_and_claims_expired_leases(t *testing
 		require.True(t, d.NextAttemptAt.After(time.Now().Add(testConfig().ClaimLease/2)), "claimed for a lease")
 		claimed := false
 		for _, r := range requests {
-			claimed = claimed || (r.DeliveryID == id && d.IsClaimedBy(r.ClaimID))
+			claimed = claimed || (r.DeliveryID == id && *d.ClaimID == r.ClaimID)
 		}
 		require.True(t, claimed, "the published request carries the stored claim")
 	}
@@ -241,7 +241,7 @@ func Test_the_sweep_reports_the_due_backlog_and_claims_expired_leases(t *testing
 	require.Len(t, h.deliveryRequests(), before+2, "nothing due, nothing claimed")
 }
 
-func Test_a_sweep_gives_a_failing_subscription_one_turn_and_its_further_turns_after_every_healthy_ones(t *testing.T) {
+func TestASweepGivesAFailingSubscriptionOneTurnAndItsFurtherTurnsAfterEveryHealthyOnes(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	failing, _ := h.subscribe(rc.URL, "failing.*")
@@ -266,7 +266,7 @@ func Test_a_sweep_gives_a_failing_subscription_one_turn_and_its_further_turns_af
 	require.Equal(t, map[string]int{failing: 1, healthy: 3}, of, "the healthy one's three turns come before the failing one's second")
 }
 
-func Test_a_failing_subscriptions_new_delivery_waits_unclaimed_for_the_sweep_while_a_healthy_ones_is_requested_at_once(t *testing.T) {
+func TestAFailingSubscriptionsNewDeliveryWaitsUnclaimedForTheSweepWhileAHealthyOnesIsRequestedAtOnce(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	failing, _ := h.subscribe(rc.URL, "order.*")

@@ -102,14 +102,11 @@ func (s *Service) handleDeliveryRequested(ctx context.Context, e messaging.Event
 // and the redelivery's attempt counts.
 //
 // Before the take, the subscription's rate limit and the replica's send gate may make the request wait
-// (attemptWithinLimits): then nothing is taken and no attempt is spent.
+// (attemptWithinLimits): then nothing is taken and no attempt is spent. A handler place is taken only
+// once the gate admitted the send (attemptGated): requests the gate refuses, such as those of an
+// endpoint that hangs, are put back without waiting for one, so they never queue before a healthy
+// endpoint's request.
 func (s *Service) attemptRequested(ctx context.Context, req contract.DeliveryRequestedPayload) error {
-	select {
-	case s.handling <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	defer func() { <-s.handling }()
 	if req.SubscriptionID == uuid.Nil {
 		// A request published before requests named their subscription.
 		sub, ok, err := s.store.subscriptionOf(ctx, req.DeliveryID)
@@ -138,7 +135,7 @@ func (s *Service) attempt(ctx context.Context, req contract.DeliveryRequestedPay
 		return err
 	}
 	seen := s.opened.forgetsSeen() // before the take reads the subscription
-	took, err := s.takes.do(ctx, takeRequest{DeliveryID: req.DeliveryID, Claim: req.ClaimID, Tenant: tenant, AttemptID: attemptID,
+	took, err := s.takes.Do(ctx, takeRequest{DeliveryID: req.DeliveryID, Claim: req.ClaimID, Tenant: tenant, AttemptID: attemptID,
 		SlotAt: req.RateSlotAt})
 	t, ok := took.taken, took.ok
 	if err != nil {
@@ -188,7 +185,9 @@ func (s *Service) send(ctx context.Context, t taken, seen uint64, pass *gatePass
 		return sendResult{ErrorClass: errClassRequest, Error: err.Error(), keyMissing: errors.As(err, &missing)}
 	}
 	s.gate.sending(pass)
-	res := s.sender.send(ctx, outgoing{URL: t.sub.URL, MessageID: t.event.ID, Body: body, Keys: keys, Headers: headers})
+	started := s.now()
+	hung := func() { s.holdHanging(ctx, t.sub.ID, started) }
+	res := s.sender.send(ctx, outgoing{URL: t.sub.URL, MessageID: t.event.ID, Body: body, Keys: keys, Headers: headers, Hung: hung})
 	s.gate.sent(pass, res.Duration)
 	return res
 }
@@ -268,7 +267,7 @@ func (s *Service) recordOutcome(ctx context.Context, t taken, res sendResult) er
 		}
 		o.failed = &failed
 	}
-	c, err := s.outcomes.do(ctx, o)
+	c, err := s.outcomes.Do(ctx, o)
 	if err != nil {
 		return err
 	}

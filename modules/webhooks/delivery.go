@@ -46,7 +46,7 @@ type Delivery struct {
 	NextTrigger    Trigger    `gorm:"column:next_trigger"`
 	NextAttemptAt  *time.Time `gorm:"column:next_attempt_at"` // due time, or the end of the lease while claimed
 	ClaimID        *uuid.UUID `gorm:"column:claim_id"`
-	SentClaimID    *uuid.UUID `gorm:"column:sent_claim_id"` // the claim whose attempt has started (CanStartAttempt)
+	SentClaimID    *uuid.UUID `gorm:"column:sent_claim_id"` // the claim whose attempt has started: one claim sends once
 	ClaimedBy      string     `gorm:"column:claimed_by"`    // instance holding the claim: the claimer, then the sender
 	RateSlotAt     *time.Time `gorm:"column:rate_slot_at"`  // send time reserved under the rate limit while put back
 	LastStatusCode *int       `gorm:"column:last_status_code"`
@@ -90,44 +90,11 @@ func (d *Delivery) Claim(now time.Time, lease time.Duration, by string) uuid.UUI
 	return claim
 }
 
-// IsClaimedBy is true when the delivery is pending and claim is its current claim. A stale request
-// fails this check and sends nothing.
-func (d *Delivery) IsClaimedBy(claim uuid.UUID) bool {
-	return d.Status == StatusPending && d.ClaimID != nil && *d.ClaimID == claim
-}
-
-// CanStartAttempt is true when claim is current and no attempt was started under it: only then may a
-// handler send. A duplicated request (a second copy of the same claim) fails it and sends nothing.
-// store.takeClaims applies this rule and StartAttempt in one conditional UPDATE, so two replicas
-// handling copies of one request cannot both pass it.
-func (d *Delivery) CanStartAttempt(claim uuid.UUID) bool {
-	return d.IsClaimedBy(claim) && (d.SentClaimID == nil || *d.SentClaimID != claim)
-}
-
-// StartAttempt marks the current claim as taken by the handler of instance by, about to send, counts
-// the attempt and restarts the lease from now, so a message that waited in the queue still gets a
-// whole lease for its send; a lease that still runs for at least keep is left as it is (keptLease).
-// It stays pending and claimed: if that handler dies the lease expires and the sweep claims the
-// delivery afresh.
-func (d *Delivery) StartAttempt(now time.Time, lease, keep time.Duration, by string) {
-	if d.ClaimID != nil {
-		taken, due := *d.ClaimID, now.Add(lease)
-		if d.NextAttemptAt != nil && !d.NextAttemptAt.Before(now.Add(keep)) {
-			due = *d.NextAttemptAt
-		}
-		d.SentClaimID, d.NextAttemptAt, d.ClaimedBy = &taken, &due, by
-		d.AttemptCount++
-	}
-}
-
 // keptLease is the lease a take must find left to keep it (the write, the send, half the slack beyond):
 // a take soon after the claim then changes no indexed column, so PostgreSQL updates the row in place (HOT).
 func keptLease(lease, sendTimeout, write time.Duration) time.Duration {
 	return sendTimeout + write + (lease-sendTimeout-write)/2
 }
-
-// NextAttemptNumber is the number the next attempt gets.
-func (d *Delivery) NextAttemptNumber() int { return d.AttemptCount + 1 }
 
 // MarkSucceeded ends the delivery after a 2xx and clears the claim.
 func (d *Delivery) MarkSucceeded(now time.Time, statusCode int) {
@@ -136,14 +103,10 @@ func (d *Delivery) MarkSucceeded(now time.Time, statusCode int) {
 	d.UpdatedAt = now
 }
 
-// MarkFailed records a failed attempt and clears the claim. It schedules the next attempt after
-// schedule[n] (n = failures in this round) with jitter, or gives up (final = true) once the schedule is exhausted.
-func (d *Delivery) MarkFailed(now time.Time, statusCode int, message string, schedule []time.Duration, jitter func(time.Duration) time.Duration) (final bool) {
-	return d.MarkFailedRetryingAfter(now, statusCode, message, schedule, jitter, 0)
-}
-
-// MarkFailedRetryingAfter is MarkFailed with the receiver's own delay (Retry-After, already capped):
-// when positive it replaces the schedule's delay, without jitter; the schedule still bounds the attempts.
+// MarkFailedRetryingAfter records a failed attempt and clears the claim. It schedules the next attempt
+// after schedule[n] (n = failures in this round) with jitter, or gives up (final = true) once the
+// schedule is exhausted. A positive retryAfter (the receiver's Retry-After, already capped) replaces
+// the schedule's delay, without jitter; the schedule still bounds the attempts.
 func (d *Delivery) MarkFailedRetryingAfter(now time.Time, statusCode int, message string, schedule []time.Duration,
 	jitter func(time.Duration) time.Duration, retryAfter time.Duration) (final bool) {
 	d.RoundFailures++

@@ -18,7 +18,7 @@ import (
 	"github.com/keelson/keelson/platform/messaging"
 )
 
-func Test_events_fan_out_to_three_subscriptions_with_signatures_the_reference_library_verifies(t *testing.T) {
+func TestEventsFanOutToThreeSubscriptionsWithSignaturesTheReferenceLibraryVerifies(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{bus: true, jobs: true})
 	all := newReceiver(t, nil)
 	proposals := newReceiver(t, nil)
@@ -100,7 +100,7 @@ func Test_events_fan_out_to_three_subscriptions_with_signatures_the_reference_li
 	require.Equal(t, int64(9), hosttest.Count(t, h.db, "SELECT count(*) FROM webhook_deliveries"))
 }
 
-func Test_integration_events_become_webhook_events_once_even_when_redelivered(t *testing.T) {
+func TestIntegrationEventsBecomeWebhookEventsOnceEvenWhenRedelivered(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{bus: true})
 	rc := newReceiver(t, nil)
 	h.subscribe(rc.URL, "invoice.*")
@@ -131,7 +131,7 @@ func deliveryOf(t *testing.T, h *harness, eventID string) (Delivery, []Attempt) 
 	return d2, attempts
 }
 
-func Test_a_receiver_failing_twice_then_answering_200_gets_three_attempts_and_success(t *testing.T) {
+func TestAReceiverFailingTwiceThenAnswering200GetsThreeAttemptsAndSuccess(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{bus: true, jobs: true})
 	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
 		if n <= 2 {
@@ -178,7 +178,7 @@ func Test_a_receiver_failing_twice_then_answering_200_gets_three_attempts_and_su
 	require.Equal(t, "scheduled", first["trigger"])
 }
 
-func Test_an_always_failing_receiver_fails_after_the_schedule_and_a_delivery_failed_event_is_published(t *testing.T) {
+func TestAnAlwaysFailingReceiverFailsAfterTheScheduleAndADeliveryFailedEventIsPublished(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{bus: true, jobs: true})
 	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
 	subID, _ := h.subscribe(rc.URL, "*")
@@ -207,7 +207,7 @@ func Test_an_always_failing_receiver_fails_after_the_schedule_and_a_delivery_fai
 	require.Equal(t, eventID, rc.received()[3].header.Get("webhook-id"))
 }
 
-func Test_a_receiver_slower_than_the_timeout_gets_timeout_attempts_and_is_retried(t *testing.T) {
+func TestAReceiverSlowerThanTheTimeoutGetsTimeoutAttemptsAndIsRetried(t *testing.T) {
 	cfg := testConfig()
 	cfg.SendTimeout = 200 * time.Millisecond
 	cfg.ClaimLease = 2 * time.Second
@@ -240,7 +240,7 @@ func Test_a_receiver_slower_than_the_timeout_gets_timeout_attempts_and_is_retrie
 	}
 }
 
-func Test_a_stale_delivery_request_sends_nothing(t *testing.T) {
+func TestAStaleDeliveryRequestSendsNothing(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{bus: true})
 	var sent atomic.Int32
 	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { sent.Add(1); w.WriteHeader(200) })
@@ -271,7 +271,7 @@ func Test_a_stale_delivery_request_sends_nothing(t *testing.T) {
 	require.Len(t, attempts, 1)
 }
 
-func Test_an_outcome_lost_to_a_redelivery_during_the_send_is_dropped_and_the_redelivery_counts(t *testing.T) {
+func TestAnOutcomeLostToARedeliveryDuringTheSendIsDroppedAndTheRedeliveryCounts(t *testing.T) {
 	// With the sweep: the send gate puts the redelivery back while the first send hangs on a new endpoint.
 	h := newHarness(t, testConfig(), harnessOptions{bus: true, jobs: true})
 	inFlight := make(chan struct{})

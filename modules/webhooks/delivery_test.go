@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/keelson/keelson/modules/webhooks/internal/groupcommit"
 	"github.com/stretchr/testify/require"
 )
 
@@ -18,62 +19,66 @@ func testDelivery(t *testing.T, now time.Time) (*Delivery, uuid.UUID) {
 	return d, claim
 }
 
-func Test_a_new_delivery_is_born_claimed_until_the_lease_ends(t *testing.T) {
+func TestANewDeliveryIsBornClaimedUntilTheLeaseEnds(t *testing.T) {
 	now := time.Now()
 	d, claim := testDelivery(t, now)
 	require.Equal(t, StatusPending, d.Status)
-	require.True(t, d.IsClaimedBy(claim))
-	require.False(t, d.IsClaimedBy(uuid.New()))
+	require.Equal(t, claim, *d.ClaimID)
 	require.Equal(t, now.Add(time.Minute), *d.NextAttemptAt)
 
 	again := d.Claim(now, time.Minute, "test")
-	require.NotEqual(t, claim, again)
-	require.False(t, d.IsClaimedBy(claim), "a new claim makes the previous one stale")
-	require.True(t, d.IsClaimedBy(again))
+	require.NotEqual(t, claim, again, "a new claim makes the previous one stale")
+	require.Equal(t, again, *d.ClaimID)
 }
 
-func Test_failures_follow_the_schedule_then_the_delivery_fails(t *testing.T) {
+func TestFailuresFollowTheScheduleThenTheDeliveryFails(t *testing.T) {
 	now := time.Now()
-	d, claim := testDelivery(t, now)
+	d, _ := testDelivery(t, now)
 	schedule := []time.Duration{time.Second, time.Minute}
 
-	d.StartAttempt(now, time.Minute, time.Minute, "test")
-	require.False(t, d.MarkFailed(now, 500, "http_status: 500", schedule, noJitter))
-	require.False(t, d.IsClaimedBy(claim))
+	require.False(t, d.MarkFailedRetryingAfter(now, 500, "http_status: 500", schedule, noJitter, 0))
+	require.Nil(t, d.ClaimID, "a failure ends the claim")
 	require.Equal(t, now.Add(time.Second), *d.NextAttemptAt)
 	require.Equal(t, 500, *d.LastStatusCode)
 
 	d.Claim(now, time.Minute, "test")
-	d.StartAttempt(now, time.Minute, time.Minute, "test")
-	require.False(t, d.MarkFailed(now, 0, "timeout: slow", schedule, noJitter))
+	require.False(t, d.MarkFailedRetryingAfter(now, 0, "timeout: slow", schedule, noJitter, 0))
 	require.Nil(t, d.LastStatusCode)
 	require.Equal(t, now.Add(time.Minute), *d.NextAttemptAt)
 
 	d.Claim(now, time.Minute, "test")
-	d.StartAttempt(now, time.Minute, time.Minute, "test")
-	require.True(t, d.MarkFailed(now, 503, "http_status: 503", schedule, noJitter))
+	require.True(t, d.MarkFailedRetryingAfter(now, 503, "http_status: 503", schedule, noJitter, 0))
 	require.Equal(t, StatusFailed, d.Status)
-	require.Equal(t, 3, d.AttemptCount)
 	require.Nil(t, d.NextAttemptAt)
 
-	claim = d.Redeliver(now, time.Minute, "test")
-	require.True(t, d.IsClaimedBy(claim))
+	claim := d.Redeliver(now, time.Minute, "test")
+	require.Equal(t, StatusPending, d.Status)
+	require.Equal(t, claim, *d.ClaimID)
 	require.Equal(t, TriggerRedeliver, d.NextTrigger)
-	require.Equal(t, 4, d.NextAttemptNumber())
-	require.False(t, d.MarkFailed(now, 500, "again", schedule, noJitter), "a redelivery starts a fresh round")
+	require.False(t, d.MarkFailedRetryingAfter(now, 500, "again", schedule, noJitter, 0), "a redelivery starts a fresh round")
 	require.Equal(t, TriggerScheduled, d.NextTrigger)
 }
 
-func Test_success_clears_the_claim(t *testing.T) {
-	d, claim := testDelivery(t, time.Now())
+func TestAReceiversRetryAfterReplacesTheScheduledDelayButNotTheScheduleBound(t *testing.T) {
+	now := time.Now()
+	d, _ := testDelivery(t, now)
+	schedule := []time.Duration{time.Second}
+	require.False(t, d.MarkFailedRetryingAfter(now, 429, "http_status: 429", schedule, jitter, 30*time.Second))
+	require.Equal(t, now.Add(30*time.Second), *d.NextAttemptAt, "no jitter on the receiver's own delay")
+	d.Claim(now, time.Minute, "test")
+	require.True(t, d.MarkFailedRetryingAfter(now, 429, "http_status: 429", schedule, jitter, 30*time.Second))
+	require.Equal(t, StatusFailed, d.Status)
+}
+
+func TestSuccessClearsTheClaim(t *testing.T) {
+	d, _ := testDelivery(t, time.Now())
 	d.MarkSucceeded(time.Now(), 204)
 	require.Equal(t, StatusSucceeded, d.Status)
-	require.False(t, d.IsClaimedBy(claim))
 	require.Nil(t, d.ClaimID)
 	require.Nil(t, d.NextAttemptAt)
 }
 
-func Test_jitter_stays_within_twenty_percent(t *testing.T) {
+func TestJitterStaysWithinTwentyPercent(t *testing.T) {
 	for range 1000 {
 		j := jitter(10 * time.Second)
 		require.GreaterOrEqual(t, j, 8*time.Second)
@@ -81,7 +86,7 @@ func Test_jitter_stays_within_twenty_percent(t *testing.T) {
 	}
 }
 
-func Test_config_requires_a_lease_longer_than_the_send_timeout(t *testing.T) {
+func TestConfigRequiresALeaseLongerThanTheSendTimeout(t *testing.T) {
 	cfg := DefaultConfig()
 	require.NoError(t, cfg.Validate())
 	cfg.ClaimLease = cfg.SendTimeout
@@ -90,7 +95,7 @@ func Test_config_requires_a_lease_longer_than_the_send_timeout(t *testing.T) {
 	require.Error(t, err)
 }
 
-func Test_config_refuses_a_lease_that_cannot_cover_the_send_and_the_takes_write(t *testing.T) {
+func TestConfigRefusesALeaseThatCannotCoverTheSendAndTheTakesWrite(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.ClaimLease = cfg.SendTimeout + 2*minTakeWrite - time.Millisecond
 	err := cfg.Validate()
@@ -99,7 +104,7 @@ func Test_config_refuses_a_lease_that_cannot_cover_the_send_and_the_takes_write(
 	require.NoError(t, cfg.Validate())
 }
 
-func Test_a_lease_kept_or_restarted_by_a_take_covers_the_takes_write_and_the_send(t *testing.T) {
+func TestALeaseKeptOrRestartedByATakeCoversTheTakesWriteAndTheSend(t *testing.T) {
 	for _, c := range []struct{ send, lease time.Duration }{
 		{15 * time.Second, 2 * time.Minute}, {2 * time.Second, time.Minute}, {2 * time.Second, 10 * time.Second},
 		{200 * time.Millisecond, 2 * time.Second}, {500 * time.Millisecond, 1500 * time.Millisecond},
@@ -110,7 +115,7 @@ func Test_a_lease_kept_or_restarted_by_a_take_covers_the_takes_write_and_the_sen
 		require.NoError(t, cfg.Validate())
 		write := cfg.takeWriteBound()
 		require.GreaterOrEqual(t, write, minTakeWrite, "%+v", c)
-		require.LessOrEqual(t, write, batchWriteTimeout, "%+v", c)
+		require.LessOrEqual(t, write, groupcommit.WriteTimeout, "%+v", c)
 		require.LessOrEqual(t, write+c.send, c.lease, "a restarted lease covers the write and the send: %+v", c)
 		keep := keptLease(c.lease, c.send, write)
 		require.GreaterOrEqual(t, keep, write+c.send, "a kept lease covers them too: %+v", c)

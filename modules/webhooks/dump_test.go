@@ -11,13 +11,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
-// Test_a_pg_dump_of_a_used_database_holds_no_plaintext_secret_or_header_value dumps the whole
+// TestAPgDumpOfAUsedDatabaseHoldsNoPlaintextSecretOrHeaderValue dumps the whole
 // database after subscriptions were created with secrets and headers, rotated, sent to and deleted,
 // and looks for every secret handed out (and its key's base64) and every header value.
-func Test_a_pg_dump_of_a_used_database_holds_no_plaintext_secret_or_header_value(t *testing.T) {
+func TestAPgDumpOfAUsedDatabaseHoldsNoPlaintextSecretOrHeaderValue(t *testing.T) {
 	pgDump, err := exec.LookPath("pg_dump")
 	if err != nil {
 		t.Skip("pg_dump is not installed")
@@ -60,7 +61,7 @@ func Test_a_pg_dump_of_a_used_database_holds_no_plaintext_secret_or_header_value
 	require.True(t, strings.Contains(text, ids[2]), "the dump holds the subscriptions")
 	require.True(t, strings.Contains(text, "v1:k1:"), "and their sealed values")
 	for _, secret := range handedOut {
-		require.False(t, strings.Contains(text, strings.TrimPrefix(secret, secretPrefix)), "the dump holds the secret %s", secret)
+		require.False(t, strings.Contains(text, strings.TrimPrefix(secret, signing.Prefix)), "the dump holds the secret %s", secret)
 	}
 	for _, v := range headerValues {
 		require.False(t, strings.Contains(text, v), "the dump holds the header value %q", v)

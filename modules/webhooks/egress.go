@@ -1,26 +1,23 @@
 package webhooks
 
 import (
-	"bufio"
 	"container/list"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/egress"
 	"github.com/keelson/keelson/platform/apperr"
 )
 
@@ -49,7 +46,7 @@ func ParseEgressProxy(raw string) (*url.URL, error) {
 		return nil, errors.New("must be http://host:port with nothing after it")
 	}
 	if p := u.Port(); p != "" {
-		if _, err := parsePort(p); err != nil {
+		if _, err := egress.ParsePort(p); err != nil {
 			return nil, err
 		}
 	}
@@ -96,7 +93,7 @@ func withEgress(ctx context.Context, e endpointEgress) context.Context {
 type egressTransports struct {
 	base       *http.Transport
 	deployment *url.URL // WEBHOOKS_EGRESS_PROXY; nil = none
-	targets    targetPolicy
+	targets    egress.Policy
 	timeout    time.Duration
 
 	mu    sync.Mutex
@@ -111,7 +108,7 @@ type egressEntry struct {
 	tr  *http.Transport
 }
 
-func newEgressTransports(base *http.Transport, deployment *url.URL, targets targetPolicy, timeout time.Duration) *egressTransports {
+func newEgressTransports(base *http.Transport, deployment *url.URL, targets egress.Policy, timeout time.Duration) *egressTransports {
 	return &egressTransports{base: base, deployment: deployment, targets: targets, timeout: timeout, byKey: map[[32]byte]*list.Element{}}
 }
 
@@ -185,13 +182,13 @@ func (t *egressTransports) build(e endpointEgress) (*http.Transport, error) {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
 		// An endpoint's proxy is the tenant's choice: reaching it passes the guard like a target.
-		tr.DialContext = t.targets.connectDial(proxyAddr(proxy), t.targets.dialContext(t.timeout))
+		tr.DialContext = t.targets.ConnectDial(proxyAddr(proxy), t.targets.DialContext(t.timeout))
 	case t.deployment != nil:
 		// The deployment's proxy is the operator's, typically on a private network: dialed as set.
 		plain := &net.Dialer{Timeout: t.timeout, KeepAlive: 30 * time.Second}
-		tr.DialContext = t.targets.connectDial(proxyAddr(t.deployment), plain.DialContext)
+		tr.DialContext = t.targets.ConnectDial(proxyAddr(t.deployment), plain.DialContext)
 		if u := t.deployment.User; u != nil {
-			tr.DialContext = t.targets.connectDialAuth(proxyAddr(t.deployment), plain.DialContext, proxyAuthorization(u))
+			tr.DialContext = t.targets.ConnectDialAuth(proxyAddr(t.deployment), plain.DialContext, egress.ProxyAuthorization(u))
 		}
 	}
 	return tr, nil
@@ -205,101 +202,6 @@ func proxyAddr(u *url.URL) string {
 	}
 	return net.JoinHostPort(u.Hostname(), port)
 }
-
-// connectDial reaches addr through the CONNECT proxy at proxy: the target is judged by the guard
-// first (guardTarget), then the proxy is dialed and asked for a tunnel to the address that passed.
-func (p targetPolicy) connectDial(proxy string, dialProxy func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return p.connectDialAuth(proxy, dialProxy, "")
-}
-
-// proxyAuthorization is the Basic Proxy-Authorization of a proxy URL's user information.
-func proxyAuthorization(u *url.Userinfo) string {
-	password, _ := u.Password()
-	return "Basic " + base64.StdEncoding.EncodeToString([]byte(u.Username()+":"+password))
-}
-
-// connectDialAuth is connectDial with a Proxy-Authorization header ("" = none).
-func (p targetPolicy) connectDialAuth(proxy string, dialProxy func(ctx context.Context, network, addr string) (net.Conn, error), auth string) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		target, err := p.guardTarget(ctx, addr)
-		if err != nil {
-			return nil, err
-		}
-		conn, err := dialProxy(ctx, network, proxy)
-		if err != nil {
-			return nil, fmt.Errorf("egress proxy %s: %w", proxy, err)
-		}
-		tunnel, err := connectThrough(ctx, conn, target, auth)
-		if err != nil {
-			_ = conn.Close()
-			return nil, fmt.Errorf("egress proxy %s: %w", proxy, err)
-		}
-		return tunnel, nil
-	}
-}
-
-// guardTarget is the dial guard for a target reached through a proxy: an allow-listed target (or any,
-// when private targets are allowed) goes as named; otherwise its name is resolved here and the first
-// public address is what the proxy will be asked for. No public address: errBlockedAddress.
-func (p targetPolicy) guardTarget(ctx context.Context, addr string) (string, error) {
-	if p.allowPrivate || p.isAllowedTarget(addr) {
-		return addr, nil
-	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", err
-	}
-	var ips []netip.Addr
-	if ip, err := netip.ParseAddr(host); err == nil {
-		ips = []netip.Addr{ip}
-	} else if ips, err = net.DefaultResolver.LookupNetIP(ctx, "ip", host); err != nil {
-		return "", err
-	}
-	for _, ip := range ips {
-		if ip = ip.Unmap(); isPublicAddress(ip) {
-			return net.JoinHostPort(ip.String(), port), nil
-		}
-	}
-	return "", fmt.Errorf("%w: %s", errBlockedAddress, host)
-}
-
-// connectThrough asks the proxy on conn for a tunnel to target (RFC 9110 §9.3.6) and returns the
-// tunnel once the proxy answered 2xx; bytes the proxy sent past its answer stay readable.
-func connectThrough(ctx context.Context, conn net.Conn, target, auth string) (net.Conn, error) {
-	if deadline, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(deadline)
-		defer func() { _ = conn.SetDeadline(time.Time{}) }()
-	}
-	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: target}, Host: target, Header: http.Header{}}
-	req.Header.Set("User-Agent", userAgent)
-	if auth != "" {
-		req.Header.Set("Proxy-Authorization", auth)
-	}
-	if err := req.Write(conn); err != nil {
-		return nil, err
-	}
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, req)
-	if err != nil {
-		return nil, err
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, fmt.Errorf("CONNECT %s: %s", target, strings.TrimSpace(resp.Status))
-	}
-	if br.Buffered() > 0 {
-		return &bufferedConn{Conn: conn, r: br}, nil
-	}
-	return conn, nil
-}
-
-// bufferedConn reads what the proxy sent with its answer before the rest of the connection.
-type bufferedConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // maxPEMBytes bounds a client certificate chain, its key or a CA bundle.
 const maxPEMBytes = 64 << 10
@@ -322,13 +224,13 @@ type EgressPatch struct {
 	TLSCABundle          *string
 }
 
-func (in EgressInput) validate(v *apperr.Validator, targets targetPolicy) {
+func (in EgressInput) validate(v *apperr.Validator, targets egress.Policy) {
 	p := EgressPatch{ProxyURL: &in.ProxyURL, TLSClientCertificate: &in.TLSClientCertificate, TLSClientKey: &in.TLSClientKey,
 		TLSCABundle: &in.TLSCABundle}
 	p.validate(v, targets)
 }
 
-func (p EgressPatch) validate(v *apperr.Validator, targets targetPolicy) {
+func (p EgressPatch) validate(v *apperr.Validator, targets egress.Policy) {
 	if p.ProxyURL != nil && *p.ProxyURL != "" {
 		checkErr(v, "proxy_url", validateProxyURL(*p.ProxyURL, targets))
 	}
@@ -360,7 +262,7 @@ func (p EgressPatch) validate(v *apperr.Validator, targets targetPolicy) {
 
 // validateProxyURL accepts an endpoint's CONNECT proxy: http://host:port, without user information
 // (it would be stored readable), and not a literal non-public address unless allowed, like a target.
-func validateProxyURL(raw string, targets targetPolicy) error {
+func validateProxyURL(raw string, targets egress.Policy) error {
 	if err := validateTargetURL(raw, targets); err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/keelson/keelson/modules/webhooks/contract"
+	"github.com/keelson/keelson/modules/webhooks/internal/eventtype"
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/messaging"
@@ -72,7 +73,7 @@ func (in *EventInput) validate() error {
 	if in.ID != "" {
 		v.Check(eventIDPattern.MatchString(in.ID), "id", "must be 1–128 letters, digits, \"_\" or \"-\"")
 	}
-	checkErr(&v, "type", validateEventType(in.Type))
+	checkErr(&v, "type", eventtype.Validate(in.Type))
 	trimmed := bytes.TrimSpace(in.Data)
 	v.Check(len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(trimmed), "data", "must be a JSON object")
 	return v.Err()
@@ -133,7 +134,7 @@ const ingestBatch = 64
 
 // ingest stores the event and, in the same unit of work, one claimed delivery per matching active
 // subscription and one DeliveryRequested per delivery in the outbox: all of it commits, or none. A
-// failing subscription's delivery is stored unclaimed and due instead, for the sweep (failingHealth).
+// failing subscription's delivery is stored unclaimed and due instead, for the sweep (queries.FailingHealth), as is a held endpoint's (breaker.go).
 // Called outside a unit of work, the event joins those of concurrent callers in one (group commit,
 // writeIngests); inside one, it is written there, with the caller's other writes.
 func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {
@@ -142,7 +143,7 @@ func (s *Service) ingest(ctx context.Context, in EventInput) (Ingested, error) {
 		return Ingested{}, err
 	}
 	if !database.InTx(ctx) {
-		res, err := s.ingests.do(ctx, ingestRequest{ctx: ctx, tenant: tenant, in: in})
+		res, err := s.ingests.Do(ctx, ingestRequest{ctx: ctx, tenant: tenant, in: in})
 		if err != nil {
 			return Ingested{}, err
 		}
@@ -264,7 +265,7 @@ func (s *Service) storeEvents(ctx context.Context, reqs []ingestRequest) ([]inge
 		var requested []*Delivery
 		var input expressionInput // built for the first filter that needs it
 		for _, t := range targets[r.tenant] {
-			if !anyPatternMatches(t.eventTypes, r.in.Type) {
+			if !eventtype.AnyMatches(t.eventTypes, r.in.Type) {
 				continue
 			}
 			if t.filter != "" && !s.passesFilter(t, r.in, records[i].CreatedAt, &input) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/eventtype"
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/module"
 )
@@ -52,7 +53,7 @@ func (s *Service) patternWarnings(patterns []string) []string {
 	for _, p := range patterns {
 		matched := p == "*"
 		for _, t := range types {
-			matched = matched || patternMatches(p, t)
+			matched = matched || eventtype.Matches(p, t)
 		}
 		if !matched {
 			warnings = append(warnings, fmt.Sprintf("pattern %q matches no event type a module publishes: "+

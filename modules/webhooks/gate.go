@@ -16,8 +16,9 @@ import (
 //   - unknown: no request finished yet, or none for forgetAfter — one probe at a time; probes of all
 //     endpoints within a quarter of the capacity, each counted as a probe until it ends, however long
 //     it runs; except that an endpoint whose last attempt on any replica succeeded (vouched) probes
-//     outside that quarter, so endpoints new and hanging cannot keep a healthy one waiting on a
-//     replica that has not sent to it yet (after a restart, or a scale-up);
+//     outside that quarter, up to perEndpoint sends at once, all vouched probes within another
+//     quarter, so endpoints new and hanging cannot keep a healthy one waiting on a replica that has
+//     not sent to it yet (after a restart, a scale-up, or when the other replica took its traffic);
 //   - slow: otherwise — up to slowPerEndpoint sends, slow sends of all endpoints within half the
 //     capacity.
 //
@@ -69,6 +70,7 @@ type gatePass struct {
 	admitted time.Time
 	sending  time.Time // when its HTTP request started; zero before and after
 	probe    bool      // the first send to an unknown endpoint: counts against probeCap until it ends
+	vouched  bool      // ...of a vouched endpoint: such probes have a quarter of their own, up to perEndpoint each
 }
 
 type endpointClass int
@@ -134,6 +136,9 @@ type refusal struct {
 	retryIn   time.Duration
 	waitUntil time.Time
 	queueRoom int
+	// hanging: a send to the endpoint has had no answer for slowAfter; the request is left under its
+	// claim's lease rather than put back (a write per request while the endpoint is being held).
+	hanging bool
 }
 
 // await lets a send to sub start, or says why not; vouched says the endpoint's last attempt, on any
@@ -170,7 +175,7 @@ func (g *sendGate) await(ctx context.Context, sub uuid.UUID, vouched bool) (*gat
 			return <-w.pass, refusal{} // a place was handed over as the wait ended
 		}
 		now = g.now()
-		refused = g.refuse(e, g.class(e, now), now)
+		refused = g.refuse(e, g.class(e, now), now, vouched)
 		if until = earlier(refused.waitUntil, deadline); until.After(now) && ctx.Err() == nil {
 			g.mu.Unlock()
 			continue
@@ -200,7 +205,7 @@ func (g *sendGate) admitNew(sub uuid.UUID, vouched bool) (*gatePass, refusal) {
 		g.endpoints[sub] = e
 	}
 	if len(e.queue) > 0 {
-		return nil, g.refuse(e, g.class(e, now), now)
+		return nil, g.refuse(e, g.class(e, now), now, vouched)
 	}
 	return g.place(sub, e, vouched, now)
 }
@@ -214,22 +219,28 @@ func (g *sendGate) place(sub uuid.UUID, e *endpointLoad, vouched bool, now time.
 	case classFast:
 		full = n >= g.perEndpoint
 	case classUnknown:
-		full = n >= 1 || (!vouched && g.probes() >= g.probeCap)
+		if vouched {
+			full = n >= g.perEndpoint || g.vouchedProbes() >= g.probeCap
+		} else {
+			full = n >= 1 || g.probes() >= g.probeCap
+		}
 	case classSlow:
 		full = n >= g.slowPerEndpoint || g.inFlightOf(classSlow, now) >= g.slowCap
 	}
 	if full {
-		return nil, g.refuse(e, class, now)
+		return nil, g.refuse(e, class, now, vouched)
 	}
-	p := &gatePass{sub: sub, admitted: now, probe: class == classUnknown}
+	p := &gatePass{sub: sub, admitted: now, probe: class == classUnknown, vouched: vouched}
 	e.inFlight[p] = struct{}{}
 	g.busy[sub] = e
 	return p, refusal{}
 }
 
 // refuse says why an endpoint of class has no place for one more send, and until when one is likely
-// to free: soon for a fast endpoint, or while its probe is young.
-func (g *sendGate) refuse(e *endpointLoad, class endpointClass, now time.Time) refusal {
+// to free: soon for a fast endpoint, or while its probe is young. A vouched endpoint's requests wait
+// for its probe up to queueWait, as many as its places would serve meanwhile: it answered last time,
+// and one that hangs now is held (breaker.go) and refused at once after that.
+func (g *sendGate) refuse(e *endpointLoad, class endpointClass, now time.Time, vouched bool) refusal {
 	switch class {
 	case classFast:
 		r := refusal{reason: "endpoint_busy", retryIn: max(e.ewma, 50*time.Millisecond)}
@@ -242,19 +253,34 @@ func (g *sendGate) refuse(e *endpointLoad, class endpointClass, now time.Time) r
 		// While its probe's request is young, or before it started (the probe's take waits for our own
 		// database): a new endpoint that hangs holds its waiters for briefWait of its request at most.
 		r := refusal{reason: "endpoint_probing", retryIn: g.slowAfter, queueRoom: g.slowCap}
+		wait := briefWait
+		if vouched {
+			wait, r.queueRoom = queueWait, g.perEndpoint*int(queueWait/briefWait)
+		}
 		for p := range e.inFlight {
 			switch {
 			case !p.probe:
 			case p.sending.IsZero():
-				r.waitUntil = now.Add(briefWait) // judged afresh then
+				r.waitUntil = now.Add(wait) // judged afresh then
 			default:
-				r.waitUntil = p.sending.Add(briefWait)
+				r.waitUntil = p.sending.Add(wait)
 			}
 		}
+		r.hanging = g.hanging(e, now)
 		return r
 	default:
-		return refusal{reason: "endpoint_slow", retryIn: max(e.ewma, g.slowAfter)}
+		return refusal{reason: "endpoint_slow", retryIn: max(e.ewma, g.slowAfter), hanging: g.hanging(e, now)}
 	}
+}
+
+// hanging says whether a send to the endpoint has run for slowAfter without an answer.
+func (g *sendGate) hanging(e *endpointLoad, now time.Time) bool {
+	for p := range e.inFlight {
+		if !p.sending.IsZero() && now.Sub(p.sending) > g.slowAfter {
+			return true
+		}
+	}
+	return false
 }
 
 // forget drops the endpoints with nothing in flight whose verdict is none or lapsed: an endpoint
@@ -283,12 +309,17 @@ func (g *sendGate) inFlightOf(c endpointClass, now time.Time) int {
 	return n
 }
 
-// probes counts the probes in flight.
-func (g *sendGate) probes() int {
+// probes counts the probes in flight to endpoints not vouched for.
+func (g *sendGate) probes() int { return g.countProbes(false) }
+
+// vouchedProbes counts the probes in flight to vouched endpoints.
+func (g *sendGate) vouchedProbes() int { return g.countProbes(true) }
+
+func (g *sendGate) countProbes(vouched bool) int {
 	n := 0
 	for _, e := range g.busy {
 		for p := range e.inFlight {
-			if p.probe {
+			if p.probe && p.vouched == vouched {
 				n++
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/groupcommit"
 	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
@@ -19,7 +20,7 @@ func (g *sendGate) admit(sub uuid.UUID, vouched bool) (*gatePass, refusal) {
 	return g.admitNew(sub, vouched)
 }
 
-func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whatever_the_others_do(t *testing.T) {
+func TestTheSendGateKeepsAQuarterOfTheCapacityForFastEndpointsWhateverTheOthersDo(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	g := newSendGate(8, 3, func() time.Time { return now })
 	fast := uuid.New()
@@ -90,8 +91,11 @@ func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whate
 	vouched := uuid.New()
 	p, _ = g.admit(vouched, true)
 	require.NotNil(t, p, "vouched: a probe though the probe places are full")
+	p2, _ := g.admit(vouched, true)
+	require.NotNil(t, p2, "vouched: more than one probe at a time...")
 	_, refused = g.admit(vouched, true)
-	require.False(t, refused.waitUntil.IsZero(), "still one probe at a time: the next waits a moment for it")
+	require.False(t, refused.waitUntil.IsZero(), "...within a quarter of the capacity (2); the next waits for them")
+	send(p2, 10*time.Millisecond)
 	send(p, 10*time.Millisecond)
 	require.Equal(t, classFast, g.class(g.endpoints[vouched], now))
 	require.False(t, admit(uuid.New()), "an endpoint nobody vouched for waits for a probe place")
@@ -110,7 +114,7 @@ func Test_the_send_gate_keeps_a_quarter_of_the_capacity_for_fast_endpoints_whate
 	require.False(t, admit(fast))
 }
 
-func Test_the_send_gate_times_only_the_HTTP_request_and_a_slow_verdict_lapses_into_a_probe(t *testing.T) {
+func TestTheSendGateTimesOnlyTheHTTPRequestAndASlowVerdictLapsesIntoAProbe(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	g := newSendGate(8, 3, func() time.Time { return now })
 	admit := func(sub uuid.UUID) *gatePass { p, _ := g.admit(sub, false); return p }
@@ -170,7 +174,7 @@ func Test_the_send_gate_times_only_the_HTTP_request_and_a_slow_verdict_lapses_in
 	require.Equal(t, classFast, g.class(g.endpoints[endpoint], now), "the probe's duration replaces the lapsed average")
 }
 
-func Test_the_send_gate_forgets_endpoints_it_knows_nothing_useful_of(t *testing.T) {
+func TestTheSendGateForgetsEndpointsItKnowsNothingUsefulOf(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	g := newSendGate(8, 3, func() time.Time { return now })
 	lapsed, refusedOnly, sending, fresh := uuid.New(), uuid.New(), uuid.New(), uuid.New()
@@ -202,7 +206,7 @@ func Test_the_send_gate_forgets_endpoints_it_knows_nothing_useful_of(t *testing.
 	require.Less(t, len(g.endpoints), forgetEvery, "admits forget on their own")
 }
 
-func Test_a_send_gives_its_endpoints_place_back_before_its_outcome_is_written(t *testing.T) {
+func TestASendGivesItsEndpointsPlaceBackBeforeItsOutcomeIsWritten(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	h.subscribe(rc.URL, "*")
@@ -210,13 +214,12 @@ func Test_a_send_gives_its_endpoints_place_back_before_its_outcome_is_written(t 
 	reqs := h.deliveryRequests()
 	require.Len(t, reqs, 1)
 
-	write := h.svc.outcomes.write
 	writing, proceed := make(chan struct{}), make(chan struct{})
-	h.svc.outcomes.write = func(ctx context.Context, batch []outcome) ([]committed, error) {
+	h.svc.outcomes = groupcommit.New(outcomeBatch, func(ctx context.Context, batch []outcome) ([]committed, error) {
 		close(writing)
 		<-proceed
-		return write(ctx, batch)
-	}
+		return h.svc.writeOutcomes(ctx, batch)
+	})
 	done := make(chan error, 1)
 	go func() { done <- h.svc.attemptWithinLimits(tenantContext(), reqs[0]) }()
 	select {
@@ -233,7 +236,7 @@ func Test_a_send_gives_its_endpoints_place_back_before_its_outcome_is_written(t 
 	require.NoError(t, <-done)
 }
 
-func Test_requests_refused_by_a_fast_endpoint_at_its_cap_wait_in_its_queue_and_get_places_in_their_order(t *testing.T) {
+func TestRequestsRefusedByAFastEndpointAtItsCapWaitInItsQueueAndGetPlacesInTheirOrder(t *testing.T) {
 	g := newSendGate(8, 1, time.Now)
 	endpoint := uuid.New()
 	p, _ := g.admit(endpoint, false)
@@ -276,7 +279,7 @@ func Test_requests_refused_by_a_fast_endpoint_at_its_cap_wait_in_its_queue_and_g
 	require.Zero(t, queued())
 }
 
-func Test_a_request_waits_for_a_fast_endpoints_place_at_most_queueWait_then_is_put_back(t *testing.T) {
+func TestARequestWaitsForAFastEndpointsPlaceAtMostQueueWaitThenIsPutBack(t *testing.T) {
 	g := newSendGate(8, 1, time.Now)
 	endpoint := uuid.New()
 	p, _ := g.admit(endpoint, false)
@@ -303,7 +306,7 @@ func Test_a_request_waits_for_a_fast_endpoints_place_at_most_queueWait_then_is_p
 	require.NotNil(t, p, "the place given back with nobody waiting is free")
 }
 
-func Test_a_request_for_a_fast_endpoint_whose_places_are_taken_by_a_slower_send_waits_for_one_instead_of_the_sweep(t *testing.T) {
+func TestARequestForAFastEndpointWhosePlacesAreTakenByASlowerSendWaitsForOneInsteadOfTheSweep(t *testing.T) {
 	cfg := testConfig()
 	cfg.EndpointConcurrency = 1
 	cfg.SweepInterval = time.Hour // a put-back request would wait for it
@@ -332,7 +335,7 @@ func Test_a_request_for_a_fast_endpoint_whose_places_are_taken_by_a_slower_send_
 	require.Zero(t, hosttest.Metric(t, h.registry, "keelson_webhooks_put_back_total", "reason", "endpoint_busy"))
 }
 
-func Test_requests_for_a_new_endpoint_wait_for_its_probe_while_the_probes_request_is_young_not_its_take(t *testing.T) {
+func TestRequestsForANewEndpointWaitForItsProbeWhileTheProbesRequestIsYoungNotItsTake(t *testing.T) {
 	g := newSendGate(8, 2, time.Now)
 	endpoint := uuid.New()
 	probe, _ := g.admit(endpoint, false)

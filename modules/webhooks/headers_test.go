@@ -12,7 +12,7 @@ import (
 	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
-func Test_custom_headers_are_sent_with_every_attempt_and_redacted_on_reads(t *testing.T) {
+func TestCustomHeadersAreSentWithEveryAttemptAndRedactedOnReads(t *testing.T) {
 	a := newHarness(t, testConfig(), harnessOptions{bus: true, jobs: true})
 	b := newHarness(t, testConfig(), harnessOptions{database: a.database, bus: true, jobs: true})
 	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
@@ -55,7 +55,7 @@ func Test_custom_headers_are_sent_with_every_attempt_and_redacted_on_reads(t *te
 	require.Empty(t, rc.received()[2].header.Get("Authorization"), "removed headers are no longer sent")
 }
 
-func Test_refused_custom_headers_get_422_and_write_nothing(t *testing.T) {
+func TestRefusedCustomHeadersGet422AndWriteNothing(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	id, _ := h.subscribe("https://example.com/h", "*")
 	before := h.statusOf(id)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/eventtype"
 	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/httpapi"
@@ -379,7 +380,7 @@ type listDeliveriesIn struct {
 func (h handlers) listDeliveries(ctx context.Context, in *listDeliveriesIn) (*listOut[deliveryResponse], error) {
 	f := DeliveryFilter{Status: DeliveryStatus(in.Status), SubscriptionID: in.SubscriptionID, EventType: in.EventType}
 	if f.EventType != "" {
-		if err := validateEventType(f.EventType); err != nil {
+		if err := eventtype.Validate(f.EventType); err != nil {
 			return nil, httpapi.InvalidQuery("event_type", err.Error())
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
-func Test_subscriptions_carry_a_version_checked_by_If_Match_and_never_show_the_secret_again(t *testing.T) {
+func TestSubscriptionsCarryAVersionCheckedByIfMatchAndNeverShowTheSecretAgain(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	r := h.call(http.MethodPost, "/subscriptions", map[string]any{
 		"url": "https://example.com/hook", "event_types": []string{"proposal.*"}, "description": "mine"})
@@ -62,7 +62,7 @@ func Test_subscriptions_carry_a_version_checked_by_If_Match_and_never_show_the_s
 	require.Len(t, list["items"], 1)
 }
 
-func Test_deleted_and_disabled_subscriptions_are_sent_nothing(t *testing.T) {
+func TestDeletedAndDisabledSubscriptionsAreSentNothing(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{bus: true})
 	rc := newReceiver(t, nil)
 	disabledID, _ := h.subscribe(rc.URL+"/disabled", "*")
@@ -92,7 +92,7 @@ func Test_deleted_and_disabled_subscriptions_are_sent_nothing(t *testing.T) {
 	require.Equal(t, 0.0, r.json(t)["deliveries"], "no delivery for disabled or deleted subscriptions")
 }
 
-func Test_ssrf_literal_private_urls_are_refused_unless_allowed_and_names_resolving_to_loopback_are_blocked_at_send_time(t *testing.T) {
+func TestSsrfLiteralPrivateUrlsAreRefusedUnlessAllowedAndNamesResolvingToLoopbackAreBlockedAtSendTime(t *testing.T) {
 	cfg := testConfig()
 	cfg.AllowPrivateTargets = false
 	h := newHarness(t, cfg, harnessOptions{bus: true})
@@ -119,7 +119,7 @@ func Test_ssrf_literal_private_urls_are_refused_unless_allowed_and_names_resolvi
 	allowed.subscribe(rc.URL, "*")
 }
 
-func Test_a_redirect_is_not_followed_and_fails_the_attempt(t *testing.T) {
+func TestARedirectIsNotFollowedAndFailsTheAttempt(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{bus: true})
 	target := newReceiver(t, nil)
 	redirector := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
@@ -135,7 +135,7 @@ func Test_a_redirect_is_not_followed_and_fails_the_attempt(t *testing.T) {
 	require.Zero(t, target.count())
 }
 
-func Test_bad_input_gets_a_problem_and_writes_nothing(t *testing.T) {
+func TestBadInputGetsAProblemAndWritesNothing(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	subID, _ := h.subscribe(rc.URL, "*")
@@ -217,7 +217,7 @@ func Test_bad_input_gets_a_problem_and_writes_nothing(t *testing.T) {
 	require.Equal(t, subBefore, h.call(http.MethodGet, "/subscriptions/"+subID, nil).json(t))
 }
 
-func Test_deliveries_are_listed_newest_first_with_filters_and_cursor_pagination(t *testing.T) {
+func TestDeliveriesAreListedNewestFirstWithFiltersAndCursorPagination(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	aID, _ := h.subscribe(rc.URL+"/a", "*")
@@ -266,7 +266,7 @@ func Test_deliveries_are_listed_newest_first_with_filters_and_cursor_pagination(
 	}
 }
 
-func Test_a_delivery_read_alone_shows_the_body_its_attempts_send(t *testing.T) {
+func TestADeliveryReadAloneShowsTheBodyItsAttemptsSend(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	h.subscribe(rc.URL+"/a", "orders.*")

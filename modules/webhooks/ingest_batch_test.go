@@ -17,7 +17,7 @@ import (
 	"github.com/keelson/keelson/platform/tenancy"
 )
 
-func Test_events_published_together_share_one_unit_of_work_and_each_caller_gets_its_own_answer(t *testing.T) {
+func TestEventsPublishedTogetherShareOneUnitOfWorkAndEachCallerGetsItsOwnAnswer(t *testing.T) {
 	const n = 40
 	h := newHarness(t, testConfig(), harnessOptions{})
 	recorder, _ := h.recordSpans()
@@ -65,9 +65,8 @@ func Test_events_published_together_share_one_unit_of_work_and_each_caller_gets_
 		}()
 	}
 	queued := func() int {
-		h.svc.ingests.mu.Lock()
-		defer h.svc.ingests.mu.Unlock()
-		return len(h.svc.ingests.queue)
+		n, _ := h.svc.ingests.State()
+		return n
 	}
 	run(calls[0], 0)
 	require.Eventually(t, func() bool { return queued() == 0 && batchRunning(h) }, 30*time.Second, 5*time.Millisecond,
@@ -133,7 +132,6 @@ func Test_events_published_together_share_one_unit_of_work_and_each_caller_gets_
 }
 
 func batchRunning(h *harness) bool {
-	h.svc.ingests.mu.Lock()
-	defer h.svc.ingests.mu.Unlock()
-	return h.svc.ingests.running
+	_, running := h.svc.ingests.State()
+	return running
 }

@@ -46,7 +46,7 @@ func (l *statementLog) take() []string {
 	return out
 }
 
-func Test_a_batch_of_events_costs_the_same_statements_whatever_its_events_and_their_subscriptions(t *testing.T) {
+func TestABatchOfEventsCostsTheSameStatementsWhateverItsEventsAndTheirSubscriptions(t *testing.T) {
 	log := &statementLog{}
 	h := newHarness(t, testConfig(), harnessOptions{tracer: log})
 	h.subscribe("http://127.0.0.1:9/0", "one.*", "many.*")

@@ -13,7 +13,7 @@ import (
 	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
-func Test_a_replica_lacking_the_key_gives_a_delivery_back_uncounted_instead_of_failing_it(t *testing.T) {
+func TestAReplicaLackingTheKeyGivesADeliveryBackUncountedInsteadOfFailingIt(t *testing.T) {
 	d := dbtest.Create(t, migrations.Sets(Name)...)
 	// Replica a holds k1 and seals with it; replica b holds only k2 and is the one that delivers.
 	a := newHarness(t, testConfig(), harnessOptions{database: d, secrets: testBox(t, testKey1)})

@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
@@ -44,7 +43,7 @@ func (h *harness) runRecoveryJob(opID uuid.UUID) error {
 	return h.svc.runRecovery(tenantContext(), jobs.Job{ID: uuid.New(), Kind: recoverJob, Payload: payload, Attempt: 1, MaxAttempts: 5})
 }
 
-func Test_recovery_answers_202_with_an_operation_whose_status_counts_and_progress_are_readable(t *testing.T) {
+func TestRecoveryAnswers202WithAnOperationWhoseStatusCountsAndProgressAreReadable(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	subID, _ := h.subscribe(rc.URL, "*")
@@ -86,7 +85,7 @@ func Test_recovery_answers_202_with_an_operation_whose_status_counts_and_progres
 	assert.Equal(t, http.StatusNotFound, r.status)
 }
 
-func Test_recovery_racing_redeliveries_and_the_sweep_on_two_replicas_sends_once_per_claim(t *testing.T) {
+func TestRecoveryRacingRedeliveriesAndTheSweepOnTwoReplicasSendsOncePerClaim(t *testing.T) {
 	cfg := testConfig()
 	a := newHarness(t, cfg, harnessOptions{})
 	b := newHarness(t, cfg, harnessOptions{database: a.database})
@@ -183,7 +182,7 @@ func Test_recovery_racing_redeliveries_and_the_sweep_on_two_replicas_sends_once_
 	}
 }
 
-func Test_pruning_racing_the_sweep_and_redeliveries_on_two_replicas_never_deletes_a_pending_delivery(t *testing.T) {
+func TestPruningRacingTheSweepAndRedeliveriesOnTwoReplicasNeverDeletesAPendingDelivery(t *testing.T) {
 	cfg := testConfig()
 	cfg.Retention = 24 * time.Hour
 	cfg.RetentionBatch = 10
@@ -284,7 +283,7 @@ func Test_pruning_racing_the_sweep_and_redeliveries_on_two_replicas_never_delete
 		"events with a pending delivery stay")
 }
 
-func Test_retention_zero_keeps_everything_and_recent_rows_stay(t *testing.T) {
+func TestRetentionZeroKeepsEverythingAndRecentRowsStay(t *testing.T) {
 	cfg := testConfig()
 	h := newHarness(t, cfg, harnessOptions{})
 	rc := newReceiver(t, nil)
@@ -296,15 +295,4 @@ func Test_retention_zero_keeps_everything_and_recent_rows_stay(t *testing.T) {
 	p, err := h.svc.PruneBefore(tenantContext(), time.Now().Add(-time.Hour), 10)
 	require.NoError(t, err)
 	assert.Equal(t, Pruned{}, p, "finished an hour ago or less: kept")
-}
-
-func Test_the_id_bound_of_a_time_is_above_every_v7_id_minted_by_then_and_not_above_later_ones(t *testing.T) {
-	for range 100 {
-		id := uuid.Must(uuid.NewV7())
-		sec, nsec := id.Time().UnixTime()
-		minted := time.Unix(sec, nsec)
-		by, before := v7After(minted), v7After(minted.Add(-time.Millisecond))
-		assert.Negative(t, bytes.Compare(id[:], by[:]), "minted at %s", minted)
-		assert.GreaterOrEqual(t, bytes.Compare(id[:], before[:]), 0, "minted after %s", minted.Add(-time.Millisecond))
-	}
 }

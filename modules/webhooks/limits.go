@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sync/singleflight"
 	"gorm.io/gorm"
 
 	"github.com/keelson/keelson/modules/webhooks/contract"
@@ -87,18 +88,35 @@ func (s *Service) attemptGated(ctx context.Context, req contract.DeliveryRequest
 	if err := ctx.Err(); pass == nil && err != nil {
 		return err
 	}
+	if pass == nil && refused.hanging {
+		// Its endpoint hangs, and is held by now: the sweep takes the delivery up again once the
+		// claim's lease passed and the hold ended, and nothing is written meanwhile.
+		s.metrics.putBack.WithLabelValues("endpoint_hanging").Inc()
+		return nil
+	}
 	if pass == nil {
 		s.metrics.putBack.WithLabelValues(refused.reason).Inc()
 		return s.putBack(ctx, req, s.now().Add(refused.retryIn), req.RateSlotAt)
 	}
 	defer s.gate.release(pass)
+	select {
+	case s.handling <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.handling }()
 	return s.attempt(ctx, req, pass)
 }
 
-// putBack releases an untaken claim until due, keeping a reserved rate slot; a claim no longer
-// current was handled elsewhere: nothing to do.
+// putBack releases an untaken claim until due, keeping a reserved rate slot, in a batch with the
+// put-backs of the replica's other handlers (writePutBacks); a claim no longer current was handled
+// elsewhere: nothing to do.
 func (s *Service) putBack(ctx context.Context, req contract.DeliveryRequestedPayload, due time.Time, slot *time.Time) error {
-	ok, err := s.store.putBack(ctx, req.DeliveryID, req.ClaimID, due, slot)
+	tenant, err := tenancy.Require(ctx)
+	if err != nil {
+		return err
+	}
+	ok, err := s.putBacks.Do(ctx, putBackRequest{tenant: tenant, id: req.DeliveryID, claim: req.ClaimID, due: due, slot: slot})
 	if err == nil && !ok {
 		s.metrics.stale.Inc()
 	}
@@ -112,8 +130,12 @@ type sendingTerms struct {
 	lastSucceeded bool
 }
 
-// termsCache remembers subscriptions' sending terms for termsTTL.
-type termsCache struct{ m sync.Map }
+// termsCache remembers subscriptions' sending terms for termsTTL; concurrent misses of one
+// subscription share one read.
+type termsCache struct {
+	m     sync.Map
+	reads singleflight.Group
+}
 
 type cachedTerms struct {
 	terms sendingTerms
@@ -124,12 +146,18 @@ func (c *termsCache) of(ctx context.Context, st store, sub uuid.UUID, now time.T
 	if v, ok := c.m.Load(sub); ok && now.Sub(v.(cachedTerms).at) < termsTTL {
 		return v.(cachedTerms).terms, nil
 	}
-	terms, err := st.sendingTerms(ctx, sub)
+	v, err, _ := c.reads.Do(sub.String(), func() (any, error) {
+		terms, err := st.sendingTerms(ctx, sub)
+		if err != nil {
+			return sendingTerms{}, err
+		}
+		c.m.Store(sub, cachedTerms{terms: terms, at: now})
+		return terms, nil
+	})
 	if err != nil {
 		return sendingTerms{}, err
 	}
-	c.m.Store(sub, cachedTerms{terms: terms, at: now})
-	return terms, nil
+	return v.(sendingTerms), nil
 }
 
 // sendingTerms reads a subscription's rate limit and health in one statement.
@@ -167,19 +195,6 @@ func (s store) reserveRateSlot(ctx context.Context, sub uuid.UUID, rate float64)
 		return time.Time{}, fmt.Errorf("reserve a send slot of subscription %s: %w", sub, err)
 	}
 	return slot, nil
-}
-
-// putBack clears an untaken claim and makes the delivery due at due, with its reserved slot if any.
-// No attempt is counted. ok is false when the claim is no longer current or already taken.
-func (s store) putBack(ctx context.Context, id, claim uuid.UUID, due time.Time, slot *time.Time) (bool, error) {
-	tenant, err := tenancy.Require(ctx)
-	if err != nil {
-		return false, err
-	}
-	res := s.conn(ctx).Exec(`UPDATE webhook_deliveries SET claim_id = NULL, claimed_by = '', next_attempt_at = ?, rate_slot_at = ?
-		WHERE tenant_id = ? AND id = ? AND status = ? AND claim_id = ? AND sent_claim_id IS DISTINCT FROM claim_id`,
-		due, slot, tenant, id, StatusPending, claim)
-	return res.RowsAffected == 1, res.Error
 }
 
 // subscriptionOf names a delivery's subscription, for requests published without it.

@@ -44,7 +44,7 @@ func busiestSecond(ts []time.Time) int {
 	return most
 }
 
-func Test_a_rate_limit_of_10_per_second_holds_across_two_replicas_and_all_300_events_arrive(t *testing.T) {
+func TestARateLimitOf10PerSecondHoldsAcrossTwoReplicasAndAll300EventsArrive(t *testing.T) {
 	const events, rate = 300, 10
 	a := newHarness(t, testConfig(), harnessOptions{bus: true, jobs: true})
 	b := newHarness(t, testConfig(), harnessOptions{database: a.database, bus: true, jobs: true})
@@ -94,7 +94,7 @@ func Test_a_rate_limit_of_10_per_second_holds_across_two_replicas_and_all_300_ev
 	require.GreaterOrEqual(t, took, time.Duration(events/rate-2)*time.Second)
 }
 
-func Test_stalled_endpoints_on_two_replicas_leave_sending_capacity_to_a_healthy_one(t *testing.T) {
+func TestStalledEndpointsOnTwoReplicasLeaveSendingCapacityToAHealthyOne(t *testing.T) {
 	cfg := testConfig()
 	// Stalled sends hang for a minute: the healthy deliveries must get through well within that however slow the machine.
 	cfg.SendTimeout, cfg.ClaimLease = time.Minute, 2*time.Minute
@@ -151,7 +151,7 @@ func Test_stalled_endpoints_on_two_replicas_leave_sending_capacity_to_a_healthy_
 	t.Logf("%d stalled sends in flight, %.0f put back, %d stalled deliveries waiting without an attempt", inFlight, putBack, waiting)
 }
 
-func Test_a_replica_that_never_sent_to_an_endpoint_whose_last_attempt_succeeded_sends_at_once_while_new_endpoints_hang(t *testing.T) {
+func TestAReplicaThatNeverSentToAnEndpointWhoseLastAttemptSucceededSendsAtOnceWhileNewEndpointsHang(t *testing.T) {
 	cfg := testConfig()
 	cfg.SendTimeout, cfg.ClaimLease = time.Minute, 2*time.Minute
 	cfg.Concurrency = 8 // two probe places: the hanging endpoints fill them for a minute

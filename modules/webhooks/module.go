@@ -8,7 +8,7 @@
 // consume serve all of them; its handler attempts each at once in a handler place of its own
 // (Concurrency per replica) and acknowledges the message when the last one is done. The take and the
 // outcome are the two writes of a delivery, and each is batched with those of the replica's other
-// handlers (group commit, see batcher): the takes of the requests that arrive together are one
+// handlers (group commit, see groupcommit): the takes of the requests that arrive together are one
 // conditional UPDATE for all their (delivery, claim) pairs (store.takeClaims), and the outcomes of
 // the sends that end together one xmin-guarded UPDATE (store.recordOutcomes). No timer: a batch is
 // written as soon as the previous one ends, so a lone request waits for nothing and a burst shares
@@ -42,6 +42,8 @@ import (
 
 	"github.com/keelson/keelson/migrations"
 	"github.com/keelson/keelson/modules/webhooks/contract"
+	"github.com/keelson/keelson/modules/webhooks/internal/egress"
+	"github.com/keelson/keelson/modules/webhooks/internal/groupcommit"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/jobs"
@@ -75,6 +77,8 @@ type Config struct {
 	AllowedTargets      []string        // host:port pairs reached even when private (a receiver on the compose network)
 	EgressProxy         string          // HTTP CONNECT proxy of every request (ParseEgressProxy); "" = direct
 	SendTimeout         time.Duration   // HTTP timeout of one attempt
+	HangAfter           time.Duration   // no response headers after this long, and none from the endpoint meanwhile: hold it; 0 = 2 s
+	HoldFor             time.Duration   // how long an endpoint whose request timed out stays held before a probe; 0 = 30 s
 	ClaimLease          time.Duration   // how long a claim keeps the sweep away; must exceed SendTimeout by 500 ms or more (Validate)
 	SweepInterval       time.Duration   // how often due deliveries are swept
 	RetrySchedule       []time.Duration // delays after each failed attempt; attempts = len+1
@@ -97,6 +101,12 @@ func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	if c.SweepBatch == 0 {
 		c.SweepBatch = defaultSweepBatch
+	}
+	if c.HangAfter == 0 {
+		c.HangAfter = d.HangAfter
+	}
+	if c.HoldFor == 0 {
+		c.HoldFor = d.HoldFor
 	}
 	if c.RetryAfterMax == 0 {
 		c.RetryAfterMax = d.RetryAfterMax
@@ -127,6 +137,8 @@ func (c Config) withDefaults() Config {
 func DefaultConfig() Config {
 	return Config{
 		SendTimeout:   15 * time.Second,
+		HangAfter:     2 * time.Second,
+		HoldFor:       30 * time.Second,
 		ClaimLease:    2 * time.Minute,
 		SweepInterval: 5 * time.Second,
 		RetrySchedule: []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute,
@@ -142,9 +154,9 @@ func DefaultConfig() Config {
 const minTakeWrite = 250 * time.Millisecond
 
 // takeWriteBound is how long a take may spend writing before its send starts: half the lease's slack
-// beyond the send timeout, at most batchWriteTimeout, so a lease counted from the take's now covers both.
+// beyond the send timeout, at most groupcommit.WriteTimeout, so a lease counted from the take's now covers both.
 func (c Config) takeWriteBound() time.Duration {
-	return min(batchWriteTimeout, (c.ClaimLease-c.SendTimeout)/2)
+	return min(groupcommit.WriteTimeout, (c.ClaimLease-c.SendTimeout)/2)
 }
 
 // Validate refuses a configuration under which a claim could expire while its attempt runs.
@@ -156,10 +168,13 @@ func (c Config) Validate() error {
 	if c.ClaimLease < c.SendTimeout+2*minTakeWrite {
 		errs = append(errs, fmt.Errorf("webhooks: ClaimLease (%v) must exceed SendTimeout (%v) by at least %v: "+
 			"a take may spend half that margin (at most %v) writing before its send starts, and the lease must cover both",
-			c.ClaimLease, c.SendTimeout, 2*minTakeWrite, batchWriteTimeout))
+			c.ClaimLease, c.SendTimeout, 2*minTakeWrite, groupcommit.WriteTimeout))
 	}
 	if c.SweepInterval <= 0 {
 		errs = append(errs, errors.New("webhooks: SweepInterval must be positive"))
+	}
+	if c.HangAfter < 0 || c.HoldFor < 0 {
+		errs = append(errs, errors.New("webhooks: HangAfter and HoldFor must not be negative"))
 	}
 	for i, d := range c.RetrySchedule {
 		if d <= 0 {
@@ -172,7 +187,7 @@ func (c Config) Validate() error {
 	if c.SweepBatch < 0 {
 		errs = append(errs, errors.New("webhooks: SweepBatch must not be negative"))
 	}
-	if _, err := newTargetPolicy(c.AllowPrivateTargets, c.AllowedTargets); err != nil {
+	if _, err := egress.NewPolicy(c.AllowPrivateTargets, c.AllowedTargets); err != nil {
 		errs = append(errs, fmt.Errorf("webhooks: AllowedTargets: %w", err))
 	}
 	if _, err := ParseEgressProxy(c.EgressProxy); err != nil {
@@ -267,7 +282,7 @@ type Service struct {
 	store   store
 	events  module.EventPublisher
 	catalog *module.Catalog
-	targets targetPolicy
+	targets egress.Policy
 	sender  *sender
 	log     *slog.Logger
 	metrics *metrics
@@ -280,13 +295,14 @@ type Service struct {
 	handling   chan struct{}   // a place for each delivery being handled: Concurrency of them
 	handlers   *warmGoroutines // the goroutines of a request message's deliveries
 	terms      *termsCache
-	sealer     sealer                                // secrets and header values at rest; set by Register (none: stored as they are)
-	takes      *batcher[takeRequest, takeResult]     // the take of each handled request, batched
-	outcomes   *batcher[outcome, committed]          // the outcome of each send, batched
-	ingests    *batcher[ingestRequest, ingestResult] // events ingested outside a unit of work, batched
-	opened     *openedCache                          // subscriptions' opened keys and headers, per row version
-	filters    *programs                             // compiled subscription filters, by expression
-	transforms *programs                             // compiled subscription transformations, by expression
+	sealer     sealer                                            // secrets and header values at rest; set by Register (none: stored as they are)
+	takes      *groupcommit.Batcher[takeRequest, takeResult]     // the take of each handled request, batched
+	outcomes   *groupcommit.Batcher[outcome, committed]          // the outcome of each send, batched
+	ingests    *groupcommit.Batcher[ingestRequest, ingestResult] // events ingested outside a unit of work, batched
+	putBacks   *groupcommit.Batcher[putBackRequest, bool]        // untaken claims released to wait, batched
+	opened     *openedCache                                      // subscriptions' opened keys and headers, per row version
+	filters    *programs                                         // compiled subscription filters, by expression
+	transforms *programs                                         // compiled subscription transformations, by expression
 }
 
 // NewService wires the service; cfg must have passed Validate.
@@ -307,7 +323,7 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	targets, err := newTargetPolicy(cfg.AllowPrivateTargets, cfg.AllowedTargets)
+	targets, err := egress.NewPolicy(cfg.AllowPrivateTargets, cfg.AllowedTargets)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: AllowedTargets: %w", err)
 	}
@@ -316,7 +332,7 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 		return nil, fmt.Errorf("webhooks: metrics: %w", err)
 	}
 	svc := &Service{
-		cfg: cfg, db: db, store: store{db: db}, events: events, catalog: catalog, targets: targets,
+		cfg: cfg, db: db, store: store{db: db, holdFor: cfg.HoldFor, sendTimeout: cfg.SendTimeout}, events: events, catalog: catalog, targets: targets,
 		sender: newSender(cfg.SendTimeout, targets, cfg.Concurrency, time.Now),
 		log:    log, metrics: met, now: database.Now, jitter: jitter, instance: defaultInstance(),
 		gate: newSendGate(cfg.Concurrency, cfg.EndpointConcurrency, time.Now), terms: &termsCache{}, opened: &openedCache{},
@@ -325,11 +341,14 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 	}
 	proxy, _ := ParseEgressProxy(cfg.EgressProxy) // checked by Validate
 	svc.sender.client.Transport = newEgressTransports(svc.sender.client.Transport.(*http.Transport), proxy, targets, cfg.SendTimeout)
-	svc.takes = newBatcher(takeBatch, svc.writeTakes)
-	svc.takes.split = oncePer(func(r takeRequest) uuid.UUID { return r.DeliveryID }) // a delivery once per batch
-	svc.outcomes = newBatcher(outcomeBatch, svc.writeOutcomes)
-	svc.ingests = newBatcher(ingestBatch, svc.writeIngests)
-	svc.ingests.split = oncePer(func(r ingestRequest) eventKey { return eventKey{r.tenant, r.in.ID} }) // an event once per batch
+	svc.sender.hangAfter = cfg.HangAfter
+	svc.takes = groupcommit.New(takeBatch, svc.writeTakes)
+	svc.takes.Split = groupcommit.OncePer(func(r takeRequest) uuid.UUID { return r.DeliveryID }) // a delivery once per batch
+	svc.outcomes = groupcommit.New(outcomeBatch, svc.writeOutcomes)
+	svc.ingests = groupcommit.New(ingestBatch, svc.writeIngests)
+	svc.ingests.Split = groupcommit.OncePer(func(r ingestRequest) eventKey { return eventKey{r.tenant, r.in.ID} }) // an event once per batch
+	svc.putBacks = groupcommit.New(putBackBatch, svc.writePutBacks)
+	svc.putBacks.Split = groupcommit.OncePer(func(r putBackRequest) uuid.UUID { return r.id }) // a delivery once per batch
 	return svc, nil
 }
 

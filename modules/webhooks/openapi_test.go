@@ -13,7 +13,7 @@ import (
 	"github.com/keelson/keelson/platform/outbox"
 )
 
-func Test_the_OpenAPI_document_describes_exactly_the_mounted_routes(t *testing.T) {
+func TestTheOpenAPIDocumentDescribesExactlyTheMountedRoutes(t *testing.T) {
 	db := dbtest.New(t, migrations.Sets(Name)...)
 	pub, err := outbox.NewPublisher(db, nil)
 	require.NoError(t, err)

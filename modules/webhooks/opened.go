@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	"github.com/keelson/keelson/platform/concurrency"
 )
 
@@ -34,7 +35,7 @@ type openedCache struct {
 type openedSubscription struct {
 	version  concurrency.RowVersion
 	secret   string // the stored value, checked too: a version alone could repeat after xid wraparound
-	keys     []signingKey
+	keys     []signing.Key
 	expiries []time.Time // of keys[1:], the rotated-out secrets still signing when opened
 	headers  headerMap
 	used     atomic.Int64 // unix nanoseconds of the last send using it, refreshed at most once a second
@@ -45,7 +46,7 @@ func (c *openedCache) forgetsSeen() uint64 { return c.forgets.Load() }
 
 // of returns the keys that sign at now and the plain header values of a taken subscription, read
 // when forgetsSeen returned seen.
-func (c *openedCache) of(sub *Subscription, now time.Time, seal sealer, seen uint64) ([]signingKey, headerMap, error) {
+func (c *openedCache) of(sub *Subscription, now time.Time, seal sealer, seen uint64) ([]signing.Key, headerMap, error) {
 	at := now.UnixNano()
 	if at >= c.nextPrune.Load() {
 		c.pruneIdle(at)
@@ -63,7 +64,7 @@ func (c *openedCache) of(sub *Subscription, now time.Time, seal sealer, seen uin
 	if err != nil {
 		return nil, nil, err
 	}
-	keys := signingKeysOf(secrets)
+	keys := signing.KeysOf(secrets)
 	headers, err := seal.openHeaders(sub.ID, sub.Headers)
 	if err != nil {
 		return nil, nil, err
@@ -164,11 +165,11 @@ func (c *openedCache) shrink() {
 }
 
 // signingAt drops the rotated-out keys that expired since they were opened.
-func (o *openedSubscription) signingAt(now time.Time) []signingKey {
+func (o *openedSubscription) signingAt(now time.Time) []signing.Key {
 	if !slices.ContainsFunc(o.expiries, func(at time.Time) bool { return !now.Before(at) }) {
 		return o.keys // nothing expired: the cached slice itself
 	}
-	keys := []signingKey{o.keys[0]}
+	keys := []signing.Key{o.keys[0]}
 	for i, at := range o.expiries {
 		if now.Before(at) {
 			keys = append(keys, o.keys[i+1])

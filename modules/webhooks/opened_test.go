@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,7 +22,7 @@ func (c *openedCache) count() int {
 	return n
 }
 
-func Test_a_deleted_subscriptions_opened_keys_leave_the_replica_that_deleted_it_at_once_and_another_once_idle(t *testing.T) {
+func TestADeletedSubscriptionsOpenedKeysLeaveTheReplicaThatDeletedItAtOnceAndAnotherOnceIdle(t *testing.T) {
 	a := newHarness(t, testConfig(), harnessOptions{})
 	b := newHarness(t, testConfig(), harnessOptions{database: a.database})
 	rc := newReceiver(t, nil)
@@ -57,10 +58,10 @@ func Test_a_deleted_subscriptions_opened_keys_leave_the_replica_that_deleted_it_
 	require.Equal(t, int64(b.svc.opened.count()), b.svc.opened.size.Load())
 }
 
-func Test_the_opened_cache_keeps_at_most_its_limit_and_drops_the_least_recently_used(t *testing.T) {
+func TestTheOpenedCacheKeepsAtMostItsLimitAndDropsTheLeastRecentlyUsed(t *testing.T) {
 	const limit = 100
 	c := &openedCache{max: limit}
-	secret, err := newSecret()
+	secret, err := signing.NewSecret()
 	require.NoError(t, err)
 	subs := make([]*Subscription, 3*limit)
 	start := time.Now()
@@ -81,9 +82,9 @@ func Test_the_opened_cache_keeps_at_most_its_limit_and_drops_the_least_recently_
 	require.False(t, c.has(subs[1].ID), "the least recently used went")
 }
 
-func Test_keys_opened_from_a_row_read_before_the_replica_forgot_the_subscription_are_not_kept(t *testing.T) {
+func TestKeysOpenedFromARowReadBeforeTheReplicaForgotTheSubscriptionAreNotKept(t *testing.T) {
 	c := &openedCache{}
-	secret, err := newSecret()
+	secret, err := signing.NewSecret()
 	require.NoError(t, err)
 	sub := &Subscription{ID: uuid.New(), Secret: secret, Version: 1}
 
@@ -101,9 +102,9 @@ func Test_keys_opened_from_a_row_read_before_the_replica_forgot_the_subscription
 	require.Equal(t, int64(1), c.size.Load())
 }
 
-func Test_the_replicas_loop_drops_idle_opened_keys_without_any_send_and_ends_with_its_context(t *testing.T) {
+func TestTheReplicasLoopDropsIdleOpenedKeysWithoutAnySendAndEndsWithItsContext(t *testing.T) {
 	c := &openedCache{}
-	secret, err := newSecret()
+	secret, err := signing.NewSecret()
 	require.NoError(t, err)
 	sub := &Subscription{ID: uuid.New(), Secret: secret, Version: 1}
 	start := time.Now()

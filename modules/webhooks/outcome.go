@@ -2,13 +2,13 @@ package webhooks
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/queries"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/tenancy"
 )
@@ -68,6 +68,7 @@ type healthChange struct {
 	failed       bool       // some outcome failed: last_failure_at moves
 	failures     int        // failures after the last success (or in all, without one)
 	failingSince *time.Time // the start of the first of those failures
+	hung         bool       // the last outcome timed out: the endpoint is held (breaker.go); any other ends a hold
 }
 
 func healthChanges(batch []outcome) []healthChange {
@@ -81,6 +82,7 @@ func healthChanges(batch []outcome) []healthChange {
 			bySub[sub] = c
 			order = append(order, sub)
 		}
+		c.hung = o.attempt.ErrorClass == errClassTimeout
 		if o.attempt.Result == ResultSucceeded {
 			c.succeeded, c.failures, c.failingSince = true, 0, nil
 			continue
@@ -150,69 +152,18 @@ func (s store) recordOutcomes(ctx context.Context, batch []outcome, now time.Tim
 	changes := healthChanges(batch)
 	m := len(changes)
 	subs, succeeded, failed, failures, since := make([]string, m), make([]bool, m), make([]bool, m), make([]int64, m), make([]*time.Time, m)
+	hung := make([]bool, m)
 	for i, c := range changes {
 		subs[i], succeeded[i], failed[i], failures[i], since[i] = c.sub.String(), c.succeeded, c.failed, int64(c.failures), c.failingSince
+		hung[i] = c.hung
 	}
-	rows, err := s.conn(ctx).Raw(`WITH o AS (
-		SELECT * FROM unnest(CAST(@ids AS text[])::uuid[], CAST(@tenants AS text[])::uuid[], CAST(@versions AS int8[]),
-			CAST(@statuses AS text[]), CAST(@attempts AS int8[]), CAST(@rounds AS int8[]), CAST(@triggers AS text[]),
-			CAST(@nexts AS timestamptz[]), CAST(@claims AS text[])::uuid[], CAST(@claimed_by AS text[]), CAST(@last_codes AS int8[]),
-			CAST(@last_errors AS text[]), CAST(@attempt_ids AS text[])::uuid[], CAST(@results AS text[]),
-			CAST(@durations AS int8[]), CAST(@codes AS int8[]), CAST(@classes AS text[]), CAST(@errors AS text[]),
-			CAST(@excerpts AS text[]), CAST(@headers AS text[])::jsonb[])
-		AS o(id, tenant, version, status, attempts, round, trigger, next, claim, claimed_by, last_code, last_error,
-			attempt, result, duration, code, class, error, excerpt, headers)),
-	current AS (
-		SELECT d.id FROM webhook_deliveries d JOIN o ON o.id = d.id AND o.tenant = d.tenant_id
-		WHERE d.xmin = CAST(CAST(o.version AS text) AS xid)
-		ORDER BY d.id FOR UPDATE OF d),
-	updated AS (
-		UPDATE webhook_deliveries d SET status = o.status, attempt_count = o.attempts, round_failures = o.round,
-			next_trigger = o.trigger, next_attempt_at = o.next, claim_id = o.claim, claimed_by = o.claimed_by,
-			last_status_code = o.last_code, last_error = o.last_error, updated_at = @now
-		FROM o JOIN current c ON c.id = o.id
-		WHERE d.id = o.id AND d.tenant_id = o.tenant
-		RETURNING d.id),
-	h AS (
-		SELECT * FROM unnest(CAST(@subs AS text[])::uuid[], CAST(@succeeded AS bool[]), CAST(@failed AS bool[]),
-			CAST(@failures AS int8[]), CAST(@since AS timestamptz[])) AS h(sub, succeeded, failed, failures, since)
-		WHERE failed OR NOT EXISTS (SELECT 1 FROM webhook_subscription_health fresh WHERE fresh.subscription_id = sub
-			AND fresh.consecutive_failures = 0 AND fresh.last_success_at >= @refreshed_after)),
-	health AS (
-		INSERT INTO webhook_subscription_health AS sh (subscription_id, last_success_at, last_failure_at, failing_since, consecutive_failures)
-		SELECT sub, CASE WHEN succeeded THEN CAST(@now AS timestamptz) END, CASE WHEN failed THEN CAST(@now AS timestamptz) END,
-			since, failures
-		FROM h ORDER BY sub
-		ON CONFLICT (subscription_id) DO UPDATE SET
-			last_success_at = coalesce(excluded.last_success_at, sh.last_success_at),
-			last_failure_at = coalesce(excluded.last_failure_at, sh.last_failure_at),
-			consecutive_failures = CASE WHEN excluded.last_success_at IS NOT NULL THEN excluded.consecutive_failures
-				ELSE sh.consecutive_failures + excluded.consecutive_failures END,
-			failing_since = CASE WHEN excluded.last_success_at IS NOT NULL THEN excluded.failing_since
-				ELSE coalesce(sh.failing_since, excluded.failing_since) END
-		WHERE excluded.last_failure_at IS NOT NULL OR sh.consecutive_failures > 0 OR sh.last_success_at IS NULL
-			OR sh.last_success_at < @refreshed_after
-		RETURNING subscription_id, failing_since, consecutive_failures),
-	closed AS (
-		UPDATE webhook_attempts a SET result = CASE WHEN EXISTS (SELECT 1 FROM updated u WHERE u.id = o.id) THEN o.result ELSE 'superseded' END,
-			duration_ms = o.duration, status_code = o.code, error_class = o.class, error = o.error,
-			response_excerpt = o.excerpt, response_headers = o.headers
-		FROM o WHERE a.id = o.attempt AND a.tenant_id = o.tenant
-		RETURNING a.id, a.subscription_id, a.result)
-	SELECT c.id, c.result, hl.failing_since, coalesce(hl.consecutive_failures, 0)
-	FROM closed c LEFT JOIN health hl ON hl.subscription_id = c.subscription_id`,
-		sql.Named("ids", pgArray[string](ids)), sql.Named("tenants", pgArray[string](tenants)), sql.Named("versions", pgArray[int64](versions)),
-		sql.Named("statuses", pgArray[string](statuses)), sql.Named("attempts", pgArray[int64](attempts)), sql.Named("rounds", pgArray[int64](rounds)),
-		sql.Named("triggers", pgArray[string](triggers)), sql.Named("nexts", pgArray[*time.Time](nexts)), sql.Named("claims", pgArray[*string](claims)),
-		sql.Named("claimed_by", pgArray[string](claimedBy)), sql.Named("last_codes", pgArray[*int64](lastCodes)),
-		sql.Named("last_errors", pgArray[string](lastErrors)), sql.Named("attempt_ids", pgArray[string](attemptIDs)),
-		sql.Named("results", pgArray[string](results)),
-		sql.Named("durations", pgArray[int64](durations)), sql.Named("codes", pgArray[*int64](codes)),
-		sql.Named("classes", pgArray[string](classes)), sql.Named("errors", pgArray[string](errs)),
-		sql.Named("excerpts", pgArray[string](excerpts)), sql.Named("headers", pgArray[string](headers)),
-		sql.Named("subs", pgArray[string](subs)), sql.Named("succeeded", pgArray[bool](succeeded)), sql.Named("failed", pgArray[bool](failed)),
-		sql.Named("failures", pgArray[int64](failures)), sql.Named("since", pgArray[*time.Time](since)),
-		sql.Named("now", now), sql.Named("refreshed_after", now.Add(-successRefresh))).Rows()
+	q := queries.RecordOutcomes{IDs: ids, Tenants: tenants, Versions: versions, Statuses: statuses, Attempts: attempts, Rounds: rounds,
+		Triggers: triggers, Nexts: nexts, Claims: claims, ClaimedBy: claimedBy, LastCodes: lastCodes, LastErrors: lastErrors,
+		AttemptIDs: attemptIDs, Results: results, Durations: durations, Codes: codes, Classes: classes, Errors: errs,
+		Excerpts: excerpts, Headers: headers, Subs: subs, Succeeded: succeeded, Failed: failed, Failures: failures, Since: since,
+		Hung: hung, HoldUntil: now.Add(s.holdFor), HungSince: now.Add(-s.sendTimeout - successRefresh),
+		Now: now, RefreshedAfter: now.Add(-successRefresh)}
+	rows, err := s.conn(ctx).Raw(q.SQL(), q.Args()...).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("record %d outcomes: %w", n, err)
 	}

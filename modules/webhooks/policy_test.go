@@ -14,7 +14,7 @@ import (
 	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
-func Test_Retry_After_on_429_and_503_sets_the_next_attempt_capped_and_410_disables_at_once(t *testing.T) {
+func TestRetryAfterOn429And503SetsTheNextAttemptCappedAnd410DisablesAtOnce(t *testing.T) {
 	cfg := testConfig()
 	cfg.RetryAfterMax = 3 * time.Second
 	h := newHarness(t, cfg, harnessOptions{bus: true, jobs: true})
@@ -75,7 +75,7 @@ func Test_Retry_After_on_429_and_503_sets_the_next_attempt_capped_and_410_disabl
 	require.Equal(t, 1, gone.count(), "nothing more is sent")
 }
 
-func Test_the_attempt_log_keeps_headers_a_UTF8_safe_excerpt_and_the_replica_logs_failures_and_stats_sum_it_up(t *testing.T) {
+func TestTheAttemptLogKeepsHeadersAUTF8SafeExcerptAndTheReplicaLogsFailuresAndStatsSumItUp(t *testing.T) {
 	var logs hosttest.LogBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	h := newHarness(t, testConfig(), harnessOptions{bus: true, jobs: true, logger: logger})

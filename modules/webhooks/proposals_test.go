@@ -33,7 +33,7 @@ func (h *harness) accepted(actionType string, params any, times int) uuid.UUID {
 	return id
 }
 
-func Test_an_accepted_subscription_proposal_creates_one_subscription_and_reports_the_result(t *testing.T) {
+func TestAnAcceptedSubscriptionProposalCreatesOneSubscriptionAndReportsTheResult(t *testing.T) {
 	cfg := testConfig()
 	cfg.AllowPrivateTargets = false
 	h := newHarness(t, cfg, harnessOptions{bus: true})

@@ -12,7 +12,7 @@ import (
 	"github.com/keelson/keelson/platform/apperr"
 )
 
-func Test_twenty_concurrent_creates_on_two_replicas_never_exceed_the_subscription_quota(t *testing.T) {
+func TestTwentyConcurrentCreatesOnTwoReplicasNeverExceedTheSubscriptionQuota(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxSubscriptionsPerTenant = 5
 	a := newHarness(t, cfg, harnessOptions{})
@@ -65,7 +65,7 @@ func Test_twenty_concurrent_creates_on_two_replicas_never_exceed_the_subscriptio
 	a.subscribe("http://127.0.0.1:9/again", "*") // a deleted one frees its place
 }
 
-func Test_event_data_beyond_the_payload_size_limit_gets_413_and_writes_nothing(t *testing.T) {
+func TestEventDataBeyondThePayloadSizeLimitGets413AndWritesNothing(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxEventBytes = 1024
 	h := newHarness(t, cfg, harnessOptions{})

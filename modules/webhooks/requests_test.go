@@ -14,7 +14,7 @@ import (
 	"github.com/keelson/keelson/platform/tenancy"
 )
 
-func Test_an_events_deliveries_share_one_request_and_its_copies_on_two_replicas_send_each_delivery_once(t *testing.T) {
+func TestAnEventsDeliveriesShareOneRequestAndItsCopiesOnTwoReplicasSendEachDeliveryOnce(t *testing.T) {
 	const subscriptions, copies = 5, 3
 	a := newHarness(t, testConfig(), harnessOptions{})
 	b := newHarness(t, testConfig(), harnessOptions{database: a.database})
@@ -58,7 +58,7 @@ func Test_an_events_deliveries_share_one_request_and_its_copies_on_two_replicas_
 	}
 }
 
-func Test_a_replica_handles_at_most_its_concurrency_of_deliveries_however_many_a_request_names(t *testing.T) {
+func TestAReplicaHandlesAtMostItsConcurrencyOfDeliveriesHoweverManyARequestNames(t *testing.T) {
 	const handlers, deliveries = 2, 6
 	cfg := testConfig()
 	cfg.Concurrency = handlers
@@ -95,7 +95,7 @@ func Test_a_replica_handles_at_most_its_concurrency_of_deliveries_however_many_a
 	require.Equal(t, handlers, most, "as many sends at once as the replica has handler places, no more")
 }
 
-func Test_request_messages_name_deliveries_of_one_tenant_and_at_most_a_batch_each(t *testing.T) {
+func TestRequestMessagesNameDeliveriesOfOneTenantAndAtMostABatchEach(t *testing.T) {
 	svc := &Service{}
 	tenantA, tenantB := uuid.New(), uuid.New()
 	var ds []*Delivery
@@ -131,7 +131,7 @@ func Test_request_messages_name_deliveries_of_one_tenant_and_at_most_a_batch_eac
 	require.Equal(t, map[uuid.UUID]int{tenantA: 3, tenantB: 1}, perTenant, "each tenant's deliveries in as few messages as the batch allows")
 }
 
-func Test_the_deliveries_of_one_event_taken_together_share_one_request_body(t *testing.T) {
+func TestTheDeliveriesOfOneEventTakenTogetherShareOneRequestBody(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	for i := range 3 {
 		h.subscribe(fmt.Sprintf("http://127.0.0.1:9/endpoint-%d", i), "*")

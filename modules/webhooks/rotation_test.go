@@ -12,10 +12,11 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	"github.com/keelson/keelson/platform/concurrency"
 )
 
-func Test_twenty_concurrent_rotations_on_two_replicas_leave_every_secret_handed_out_verifying_until_its_expiry(t *testing.T) {
+func TestTwentyConcurrentRotationsOnTwoReplicasLeaveEverySecretHandedOutVerifyingUntilItsExpiry(t *testing.T) {
 	box := testBox(t, testKey1)
 	a := newHarness(t, testConfig(), harnessOptions{secrets: box})
 	b := newHarness(t, testConfig(), harnessOptions{database: a.database, secrets: box})
@@ -60,9 +61,9 @@ func Test_twenty_concurrent_rotations_on_two_replicas_leave_every_secret_handed_
 		require.NoError(t, err)
 		body, msgID, ts := []byte(`{"n":1}`), "msg_rotation", time.Now().Unix()
 		header := http.Header{}
-		header.Set(headerID, msgID)
-		header.Set(headerTimestamp, strconv.FormatInt(ts, 10))
-		header.Set(headerSignature, signatureHeader(signingKeysOf(keys), msgID, ts, body))
+		header.Set(signing.HeaderID, msgID)
+		header.Set(signing.HeaderTimestamp, strconv.FormatInt(ts, 10))
+		header.Set(signing.HeaderSignature, signing.Header(signing.KeysOf(keys), msgID, ts, body))
 		wh, err := standardwebhooks.NewWebhook(secret)
 		require.NoError(t, err)
 		return wh.Verify(body, header) == nil
@@ -78,7 +79,7 @@ func Test_twenty_concurrent_rotations_on_two_replicas_leave_every_secret_handed_
 	}
 }
 
-func Test_a_deleted_subscription_keeps_no_secret_and_expired_previous_secrets_are_wiped(t *testing.T) {
+func TestADeletedSubscriptionKeepsNoSecretAndExpiredPreviousSecretsAreWiped(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{secrets: testBox(t, testKey1)})
 	rc := newReceiver(t, nil)
 	gone, kept := h.subscribeWithHeader(rc.URL+"/gone"), h.subscribeWithHeader(rc.URL+"/kept")
@@ -124,7 +125,7 @@ func Test_a_deleted_subscription_keeps_no_secret_and_expired_previous_secrets_ar
 	require.NoError(t, h.svc.WipeExpiredSecrets(ctx))
 }
 
-func Test_bad_expire_previous_in_gets_422_and_rotates_nothing(t *testing.T) {
+func TestBadExpirePreviousInGets422AndRotatesNothing(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	id, _ := h.subscribe("http://127.0.0.1:9/hook", "*")
 	before := h.storedSecrets(id)

@@ -12,6 +12,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	"github.com/keelson/keelson/platform/host/hosttest"
 	"github.com/keelson/keelson/platform/secrets"
 )
@@ -87,7 +88,7 @@ func requireVerifiedWith(t testing.TB, rc *receiver, n int, secret string) {
 	require.Equal(t, testHeaderSecret, req.header.Get("Authorization"))
 }
 
-func Test_secrets_and_header_values_are_stored_sealed_and_opened_only_to_sign_and_send(t *testing.T) {
+func TestSecretsAndHeaderValuesAreStoredSealedAndOpenedOnlyToSignAndSend(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{bus: true, jobs: true, secrets: testBox(t, testKey1)})
 	rc := newReceiver(t, nil)
 	id := h.subscribeWithHeader(rc.URL + "/hook")
@@ -103,7 +104,7 @@ func Test_secrets_and_header_values_are_stored_sealed_and_opened_only_to_sign_an
 	r = h.call(http.MethodPost, "/subscriptions/"+id+"/rotate-secret", nil)
 	require.Equal(t, http.StatusOK, r.status, string(r.body))
 	rotated := r.json(t)["secret"].(string)
-	require.True(t, strings.HasPrefix(rotated, secretPrefix))
+	require.True(t, strings.HasPrefix(rotated, signing.Prefix))
 	row := h.storedSecrets(id)
 	requireSealedUnder(t, row, "k1")
 	require.NotContains(t, row.Secret, rotated)
@@ -114,7 +115,7 @@ func Test_secrets_and_header_values_are_stored_sealed_and_opened_only_to_sign_an
 	requireVerifiedWith(t, rc, 2, rotated)    // ...and so does the new one
 }
 
-func Test_a_sealed_value_moved_to_another_subscription_does_not_open(t *testing.T) {
+func TestASealedValueMovedToAnotherSubscriptionDoesNotOpen(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{secrets: testBox(t, testKey1)})
 	rc := newReceiver(t, nil)
 	a, b := h.subscribeWithHeader(rc.URL+"/a"), h.subscribeWithHeader(rc.URL+"/b")
@@ -125,7 +126,7 @@ func Test_a_sealed_value_moved_to_another_subscription_does_not_open(t *testing.
 	require.ErrorContains(t, err, "does not open here")
 }
 
-func Test_plaintext_rows_keep_working_and_reencrypt_seals_them_then_rewrites_them_under_a_new_key(t *testing.T) {
+func TestPlaintextRowsKeepWorkingAndReencryptSealsThemThenRewritesThemUnderANewKey(t *testing.T) {
 	plain := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	id := plain.subscribeWithHeader(rc.URL + "/hook")

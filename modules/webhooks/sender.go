@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/keelson/keelson/modules/webhooks/internal/egress"
+	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 )
 
 // Error classes of a failed attempt (stored with the attempt, labelled in metrics).
@@ -38,8 +41,11 @@ type outgoing struct {
 	URL       string
 	MessageID string            // the event id: the same on every attempt
 	Body      []byte            // signed and sent byte for byte
-	Keys      []signingKey      // current secret first, then a rotated-out one still in its grace period
+	Keys      []signing.Key     // current secret first, then a rotated-out one still in its grace period
 	Headers   map[string]string // the subscription's own; names the sender sets are refused at validation
+	// Hung, if set, runs (in a goroutine of its own) when no response headers arrived within the
+	// sender's hangAfter; the request goes on until its timeout.
+	Hung func()
 }
 
 // sendResult is what one attempt observed.
@@ -70,18 +76,19 @@ func (r sendResult) Succeeded() bool {
 
 // sender posts signed webhook requests through an SSRF-guarded, redirect-refusing client.
 type sender struct {
-	client *http.Client
-	now    func() time.Time
+	client    *http.Client
+	now       func() time.Time
+	hangAfter time.Duration // when outgoing.Hung runs; 0 = never
 }
 
 // newSender sizes its keep-alive pools to the sends a replica makes at once (concurrency): one host,
 // which the endpoints of many subscriptions may share, keeps as many idle connections as requests can
 // be in flight to it, so a burst that used them all finds them again instead of dialing anew; all
 // hosts together keep four times that.
-func newSender(timeout time.Duration, targets targetPolicy, concurrency int, now func() time.Time) *sender {
+func newSender(timeout time.Duration, targets egress.Policy, concurrency int, now func() time.Time) *sender {
 	transport := &http.Transport{
 		Proxy:                  nil, // a proxy would connect on our behalf and bypass the dial guard
-		DialContext:            targets.dialContext(timeout),
+		DialContext:            targets.DialContext(timeout),
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           4 * concurrency,
 		MaxIdleConnsPerHost:    concurrency,
@@ -118,11 +125,18 @@ func (s *sender) send(ctx context.Context, out outgoing) sendResult {
 		req.Header.Set(name, value)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(headerID, out.MessageID)
-	req.Header.Set(headerTimestamp, strconv.FormatInt(ts, 10))
-	req.Header.Set(headerSignature, signatureHeader(out.Keys, out.MessageID, ts, out.Body))
+	req.Header.Set(signing.HeaderID, out.MessageID)
+	req.Header.Set(signing.HeaderTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(signing.HeaderSignature, signing.Header(out.Keys, out.MessageID, ts, out.Body))
 
-	resp, err := s.client.Do(req)
+	var hang *time.Timer
+	if out.Hung != nil && s.hangAfter > 0 {
+		hang = time.AfterFunc(s.hangAfter, out.Hung)
+	}
+	resp, err := s.client.Do(req) // returns once the response headers arrived
+	if hang != nil {
+		hang.Stop()
+	}
 	if err != nil {
 		res.ErrorClass, res.Error = classifyTransportError(err), truncate(err.Error(), maxErrorLength)
 		return finish()
@@ -193,7 +207,7 @@ const maxRetryAfter = 365 * 24 * time.Hour
 func classifyTransportError(err error) string {
 	var netErr net.Error
 	switch {
-	case errors.Is(err, errBlockedAddress):
+	case errors.Is(err, egress.ErrBlockedAddress):
 		return errClassSSRFBlocked
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
 		return errClassTimeout

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/egress"
+	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 )
@@ -23,7 +25,7 @@ type captured struct {
 	body   []byte
 }
 
-func Test_the_sender_sends_the_signed_bytes_with_a_fresh_timestamp_and_the_same_id(t *testing.T) {
+func TestTheSenderSendsTheSignedBytesWithAFreshTimestampAndTheSameId(t *testing.T) {
 	var mu sync.Mutex
 	var got []captured
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -34,15 +36,15 @@ func Test_the_sender_sends_the_signed_bytes_with_a_fresh_timestamp_and_the_same_
 		_, _ = w.Write([]byte(strings.Repeat("é", 1000))) // 2000 bytes, multi-byte runes
 	}))
 	defer srv.Close()
-	secret, _ := newSecret()
-	key, _ := secretKey(secret)
+	secret, _ := signing.NewSecret()
+	key, _ := signing.SecretKey(secret)
 	body := []byte(`{"id":"evt_9","type":"a.b","timestamp":"2026-01-01T00:00:00Z","data":{"k":"v"}}`)
 	clock := time.Unix(1_700_000_000, 0)
-	s := newSender(time.Second, targetPolicy{allowPrivate: true}, 8, func() time.Time { return clock })
+	s := newSender(time.Second, egress.Policy{AllowPrivate: true}, 8, func() time.Time { return clock })
 
-	first := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_9", Body: body, Keys: []signingKey{newSigningKey(key)}})
+	first := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_9", Body: body, Keys: []signing.Key{signing.NewKey(key)}})
 	clock = clock.Add(90 * time.Second)
-	second := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_9", Body: body, Keys: []signingKey{newSigningKey(key)}})
+	second := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_9", Body: body, Keys: []signing.Key{signing.NewKey(key)}})
 
 	require.True(t, first.Succeeded())
 	require.True(t, second.Succeeded())
@@ -61,7 +63,7 @@ func Test_the_sender_sends_the_signed_bytes_with_a_fresh_timestamp_and_the_same_
 	require.NotEqual(t, got[0].header.Get("webhook-signature"), got[1].header.Get("webhook-signature"))
 }
 
-func Test_the_sender_classifies_failures(t *testing.T) {
+func TestTheSenderClassifiesFailures(t *testing.T) {
 	var redirected atomic.Int32
 	target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { redirected.Add(1) }))
 	defer target.Close()
@@ -83,9 +85,9 @@ func Test_the_sender_classifies_failures(t *testing.T) {
 	closed.Close()
 
 	key := make([]byte, 32)
-	s := newSender(200*time.Millisecond, targetPolicy{allowPrivate: true}, 8, time.Now)
+	s := newSender(200*time.Millisecond, egress.Policy{AllowPrivate: true}, 8, time.Now)
 	send := func(s *sender, url string) sendResult {
-		return s.send(context.Background(), outgoing{URL: url, MessageID: "m", Body: []byte(`{}`), Keys: []signingKey{newSigningKey(key)}})
+		return s.send(context.Background(), outgoing{URL: url, MessageID: "m", Body: []byte(`{}`), Keys: []signing.Key{signing.NewKey(key)}})
 	}
 
 	r := send(s, srv.URL+"/redirect")
@@ -106,7 +108,7 @@ func Test_the_sender_classifies_failures(t *testing.T) {
 	r = send(s, closedURL)
 	require.Equal(t, errClassConnection, r.ErrorClass)
 
-	guarded := newSender(time.Second, targetPolicy{}, 8, time.Now)
+	guarded := newSender(time.Second, egress.Policy{}, 8, time.Now)
 	r = send(guarded, target.URL)
 	require.Equal(t, errClassSSRFBlocked, r.ErrorClass)
 	require.Zero(t, r.StatusCode)
@@ -115,7 +117,7 @@ func Test_the_sender_classifies_failures(t *testing.T) {
 	require.Zero(t, redirected.Load())
 }
 
-func Test_the_sender_speaks_HTTP2_to_a_TLS_receiver_that_offers_it_over_one_connection(t *testing.T) {
+func TestTheSenderSpeaksHTTP2ToATLSReceiverThatOffersItOverOneConnection(t *testing.T) {
 	var protos sync.Map
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		protos.Store(r.Proto, true)
@@ -130,19 +132,19 @@ func Test_the_sender_speaks_HTTP2_to_a_TLS_receiver_that_offers_it_over_one_conn
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	defer srv.Close()
-	s := newSender(5*time.Second, targetPolicy{allowPrivate: true}, 8, time.Now)
+	s := newSender(5*time.Second, egress.Policy{AllowPrivate: true}, 8, time.Now)
 	s.client.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
-	secret, err := newSecret()
+	secret, err := signing.NewSecret()
 	require.NoError(t, err)
-	key, _ := secretKey(secret)
+	key, _ := signing.SecretKey(secret)
 
 	// One send opens the connection; then many at once share it.
-	require.True(t, s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_0", Body: []byte(`{}`), Keys: []signingKey{newSigningKey(key)}}).Succeeded())
+	require.True(t, s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_0", Body: []byte(`{}`), Keys: []signing.Key{signing.NewKey(key)}}).Succeeded())
 	var wg sync.WaitGroup
 	var failed atomic.Int32
 	for i := range 20 {
 		wg.Go(func() {
-			res := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_" + strconv.Itoa(i+1), Body: []byte(`{}`), Keys: []signingKey{newSigningKey(key)}})
+			res := s.send(context.Background(), outgoing{URL: srv.URL, MessageID: "evt_" + strconv.Itoa(i+1), Body: []byte(`{}`), Keys: []signing.Key{signing.NewKey(key)}})
 			if !res.Succeeded() {
 				failed.Add(1)
 			}
@@ -157,21 +159,21 @@ func Test_the_sender_speaks_HTTP2_to_a_TLS_receiver_that_offers_it_over_one_conn
 	require.Equal(t, int32(1), conns.Load(), "21 requests, one connection")
 }
 
-func Test_signing_a_request_allocates_only_its_signature(t *testing.T) {
+func TestSigningARequestAllocatesOnlyItsSignature(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop HMAC states on purpose")
 	}
-	secret, err := newSecret()
+	secret, err := signing.NewSecret()
 	require.NoError(t, err)
-	key, _ := secretKey(secret)
-	keys := []signingKey{newSigningKey(key)}
+	key, _ := signing.SecretKey(secret)
+	keys := []signing.Key{signing.NewKey(key)}
 	body := []byte(strings.Repeat(`{"k":"v"}`, 100))
-	signatureHeader(keys, "evt_1", 1_700_000_000, body) // the pool's first HMAC state
-	allocs := testing.AllocsPerRun(200, func() { signatureHeader(keys, "evt_1", 1_700_000_000, body) })
+	signing.Header(keys, "evt_1", 1_700_000_000, body) // the pool's first HMAC state
+	allocs := testing.AllocsPerRun(200, func() { signing.Header(keys, "evt_1", 1_700_000_000, body) })
 	require.LessOrEqual(t, allocs, 1.0, "the signature string; the HMAC state comes from the key's pool")
 }
 
-func Test_a_burst_as_large_as_the_replicas_concurrency_finds_its_connections_again_instead_of_dialing_anew(t *testing.T) {
+func TestABurstAsLargeAsTheReplicasConcurrencyFindsItsConnectionsAgainInsteadOfDialingAnew(t *testing.T) {
 	const concurrency, rounds = 200, 3 // 200: above any fixed pool a host was given
 	var dials, arrived atomic.Int64
 	released := make([]chan struct{}, rounds)
@@ -197,7 +199,7 @@ func Test_a_burst_as_large_as_the_replicas_concurrency_finds_its_connections_aga
 	}
 	srv.Start()
 	defer srv.Close()
-	s := newSender(10*time.Second, targetPolicy{allowPrivate: true}, concurrency, time.Now)
+	s := newSender(10*time.Second, egress.Policy{AllowPrivate: true}, concurrency, time.Now)
 
 	for round := range rounds {
 		var wg sync.WaitGroup

@@ -1,113 +1,19 @@
 package webhooks
 
 import (
-	"encoding/base64"
-	"errors"
-	"net/http"
-	"strconv"
 	"testing"
 	"time"
 
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/egress"
+	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	"github.com/keelson/keelson/platform/apperr"
 )
 
-func Test_sign_reproduces_the_Standard_Webhooks_test_vector(t *testing.T) {
-	key, err := secretKey("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
-	require.NoError(t, err)
-
-	got := newSigningKey(key).sign("msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, []byte(`{"test": 2432232314}`))
-
-	require.Equal(t, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", got)
-}
-
-func headersFor(id string, ts int64, sig string) http.Header {
-	h := http.Header{}
-	h.Set(headerID, id)
-	h.Set(headerTimestamp, strconv.FormatInt(ts, 10))
-	h.Set(headerSignature, sig)
-	return h
-}
-
-func Test_signatures_verify_with_the_reference_library_and_tampering_is_detected(t *testing.T) {
-	secret, err := newSecret()
-	require.NoError(t, err)
-	key, err := secretKey(secret)
-	require.NoError(t, err)
-	wh, err := standardwebhooks.NewWebhook(secret)
-	require.NoError(t, err)
-	body := []byte(`{"id":"evt_1","type":"proposal.accepted","data":{"a":1}}`)
-	ts := time.Now().Unix()
-
-	require.NoError(t, wh.Verify(body, headersFor("evt_1", ts, signatureHeader([]signingKey{newSigningKey(key)}, "evt_1", ts, body))))
-
-	sig := signatureHeader([]signingKey{newSigningKey(key)}, "evt_1", ts, body)
-	for name, h := range map[string]struct {
-		body []byte
-		hdr  http.Header
-	}{
-		"body":      {[]byte(`{"id":"evt_1","type":"proposal.accepted","data":{"a":2}}`), headersFor("evt_1", ts, sig)},
-		"id":        {body, headersFor("evt_2", ts, sig)},
-		"timestamp": {body, headersFor("evt_1", ts-1, sig)},
-	} {
-		t.Run(name, func(t *testing.T) {
-			require.True(t, errors.Is(wh.Verify(h.body, h.hdr), standardwebhooks.ErrNoMatchingSignature))
-		})
-	}
-}
-
-func Test_a_rotation_header_verifies_under_the_old_and_the_new_secret(t *testing.T) {
-	oldSecret, _ := newSecret()
-	newSecretValue, _ := newSecret()
-	oldKey, _ := secretKey(oldSecret)
-	newKey, _ := secretKey(newSecretValue)
-	body := []byte(`{"x":true}`)
-	ts := time.Now().Unix()
-	h := headersFor("evt_rot", ts, signatureHeader(signingKeysOf([][]byte{newKey, oldKey}), "evt_rot", ts, body))
-
-	for _, s := range []string{oldSecret, newSecretValue} {
-		wh, err := standardwebhooks.NewWebhook(s)
-		require.NoError(t, err)
-		require.NoError(t, wh.Verify(body, h))
-	}
-	other, _ := newSecret()
-	wh, _ := standardwebhooks.NewWebhook(other)
-	require.Error(t, wh.Verify(body, h))
-}
-
-func Test_secrets_are_generated_with_32_random_bytes_and_validated(t *testing.T) {
-	a, err := newSecret()
-	require.NoError(t, err)
-	b, _ := newSecret()
-	require.NotEqual(t, a, b)
-	key, err := secretKey(a)
-	require.NoError(t, err)
-	require.Len(t, key, 32)
-
-	b64 := func(n int) string { return base64.StdEncoding.EncodeToString(make([]byte, n)) }
-	for _, tc := range []struct {
-		secret string
-		ok     bool
-	}{
-		{"whsec_" + b64(24), true},
-		{"whsec_" + b64(64), true},
-		{"whsec_" + b64(23), false},
-		{"whsec_" + b64(65), false},
-		{b64(32), false},                  // no prefix
-		{"whsec_" + b64(32) + "!", false}, // not base64
-		{"whsec_" + base64.RawStdEncoding.EncodeToString(make([]byte, 32)), false}, // unpadded: receivers could not decode it
-		{"whsec_", false},
-	} {
-		_, err := secretKey(tc.secret)
-		require.Equal(t, tc.ok, err == nil, "secret %q: %v", tc.secret, err)
-	}
-}
-
-func Test_each_rotated_out_secret_signs_until_its_own_expiry(t *testing.T) {
+func TestEachRotatedOutSecretSignsUntilItsOwnExpiry(t *testing.T) {
 	now := time.Now()
-	sub, first, err := newSubscription(SubscriptionInput{URL: "https://example.com/hook", EventTypes: []string{"*"}}, now, targetPolicy{}, sealer{})
+	sub, first, err := newSubscription(SubscriptionInput{URL: "https://example.com/hook", EventTypes: []string{"*"}}, now, egress.Policy{}, sealer{})
 	require.NoError(t, err)
 	keys, err := sub.signingKeys(now, sealer{})
 	require.NoError(t, err)
@@ -122,7 +28,7 @@ func Test_each_rotated_out_secret_signs_until_its_own_expiry(t *testing.T) {
 	keysOf := func(secrets ...string) [][]byte {
 		var out [][]byte
 		for _, s := range secrets {
-			k, err := secretKey(s)
+			k, err := signing.SecretKey(s)
 			require.NoError(t, err)
 			out = append(out, k)
 		}
@@ -142,9 +48,9 @@ func Test_each_rotated_out_secret_signs_until_its_own_expiry(t *testing.T) {
 	require.Len(t, at(5*time.Hour), 2, "the new secret and the first, whose expiry is its own")
 }
 
-func Test_a_rotation_beyond_the_bound_of_signing_secrets_is_refused_until_one_expires(t *testing.T) {
+func TestARotationBeyondTheBoundOfSigningSecretsIsRefusedUntilOneExpires(t *testing.T) {
 	now := time.Now()
-	sub, _, err := newSubscription(SubscriptionInput{URL: "https://example.com/hook", EventTypes: []string{"*"}}, now, targetPolicy{}, sealer{})
+	sub, _, err := newSubscription(SubscriptionInput{URL: "https://example.com/hook", EventTypes: []string{"*"}}, now, egress.Policy{}, sealer{})
 	require.NoError(t, err)
 	for i := range maxPreviousSecrets {
 		_, err := sub.rotateSecret(now.Add(time.Duration(i)*time.Minute), previousSecretTTL, sealer{})
@@ -160,7 +66,7 @@ func Test_a_rotation_beyond_the_bound_of_signing_secrets_is_refused_until_one_ex
 	require.NoError(t, err, "possible again once the first expired")
 }
 
-func Test_expire_previous_in_accepts_0_to_7_days(t *testing.T) {
+func TestExpirePreviousInAccepts0To7Days(t *testing.T) {
 	for in, want := range map[string]time.Duration{"": previousSecretTTL, "0s": 0, "90m": 90 * time.Minute, "168h": 7 * 24 * time.Hour} {
 		got, err := parseExpirePreviousIn(in)
 		require.NoError(t, err, in)

@@ -27,7 +27,7 @@ func countAttempts(t *testing.T, h *harness) int64 {
 	return hosttest.Count(t, h.db, "SELECT count(*) FROM webhook_attempts")
 }
 
-func Test_a_pause_racing_sweeps_and_consumers_on_two_replicas_stops_every_send_and_resume_loses_nothing(t *testing.T) {
+func TestAPauseRacingSweepsAndConsumersOnTwoReplicasStopsEverySendAndResumeLosesNothing(t *testing.T) {
 	cfg := testConfig()
 	cfg.RetrySchedule = []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond,
 		50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond} // no delivery runs out of attempts
@@ -99,7 +99,7 @@ func Test_a_pause_racing_sweeps_and_consumers_on_two_replicas_stops_every_send_a
 	require.Zero(t, hosttest.Count(t, a.db, "SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'"))
 }
 
-func Test_auto_disable_racing_redeliveries_disables_once_then_waits_and_resume_sends_everything(t *testing.T) {
+func TestAutoDisableRacingRedeliveriesDisablesOnceThenWaitsAndResumeSendsEverything(t *testing.T) {
 	cfg := testConfig()
 	cfg.RetrySchedule = make([]time.Duration, 100) // no delivery runs out of attempts before the disable, however slow the machine
 	for i := range cfg.RetrySchedule {
@@ -181,7 +181,7 @@ func Test_auto_disable_racing_redeliveries_disables_once_then_waits_and_resume_s
 	require.NotNil(t, a.statusOf(subID)["last_success_at"])
 }
 
-func Test_pause_resume_and_status_honour_If_Match_and_bad_status_or_rate_gets_422(t *testing.T) {
+func TestPauseResumeAndStatusHonourIfMatchAndBadStatusOrRateGets422(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	id, _ := h.subscribe("https://example.com/h", "*")
 	created := h.statusOf(id)

@@ -11,13 +11,18 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/queries"
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/database"
 	"github.com/keelson/keelson/platform/tenancy"
 )
 
 // store is the module's data access; every call runs in the unit of work carried by ctx, if any.
-type store struct{ db *database.DB }
+type store struct {
+	db          *database.DB
+	holdFor     time.Duration // Config.HoldFor: how long a timeout holds an endpoint
+	sendTimeout time.Duration // Config.SendTimeout
+}
 
 func (s store) conn(ctx context.Context) *gorm.DB { return s.db.Conn(ctx) }
 
@@ -94,9 +99,12 @@ type takeResult struct {
 	ok bool
 }
 
-// takeClaims applies Delivery.CanStartAttempt and StartAttempt to a batch of (delivery, claim) pairs in
-// one statement, opening each taken attempt and closing abandoned ones, and returns what to send: the
-// consumer's only read, on the batch's terms; each delivery comes at most once.
+// takeClaims takes a batch of (delivery, claim) pairs in one statement: a pair is taken only while its
+// delivery is pending under that claim and no attempt was started under it (one claim sends once); the
+// take marks the claim sent, counts the attempt and restarts the lease unless enough of it is left
+// (keptLease). claim_rules_test.go states these rules case by case. It opens each taken attempt and
+// closes abandoned ones, and returns what to send: the consumer's only read, on the batch's terms;
+// each delivery comes at most once.
 //
 // The subscription must be active; its row is read under FOR KEY SHARE, which a status change's
 // FOR UPDATE waits for (and which waits for it, then re-reads the new status): once a pause commits,
@@ -116,52 +124,10 @@ func (s store) takeClaims(ctx context.Context, terms takeTerms, reqs []takeReque
 		ids[i], tenants[i], claims[i], attempts[i] = r.DeliveryID.String(), r.Tenant.String(), r.Claim.String(), r.AttemptID.String()
 		slots[i] = r.SlotAt
 	}
-	rows, err := s.conn(ctx).Raw(`WITH r AS (
-		SELECT * FROM unnest(CAST(@ids AS text[])::uuid[], CAST(@tenants AS text[])::uuid[], CAST(@claims AS text[])::uuid[],
-			CAST(@attempts AS text[])::uuid[], CAST(@slots AS timestamptz[])) AS r(id, tenant, claim, attempt, slot)),
-	sub AS (
-		SELECT s.id, s.url, s.secret, s.previous_secrets, s.headers, s.xmin,
-			s.proxy_url, s.tls_client_certificate, s.tls_client_key, s.tls_ca_bundle, s.transform
-		FROM webhook_subscriptions s
-		WHERE s.id IN (SELECT d0.subscription_id FROM r JOIN webhook_deliveries d0 ON d0.id = r.id AND d0.tenant_id = r.tenant)
-			AND s.status = 'active' AND s.deleted_at IS NULL
-			AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = s.tenant_id AND t.disabled_at IS NOT NULL)
-		ORDER BY s.id FOR KEY SHARE OF s),
-	locked AS (
-		SELECT d.id, r.attempt, greatest(CAST(@now AS timestamptz), r.slot) AS started
-		FROM webhook_deliveries d JOIN r ON r.id = d.id AND r.tenant = d.tenant_id
-		WHERE d.subscription_id IN (SELECT id FROM sub) AND d.status = @pending AND d.claim_id = r.claim
-			AND d.sent_claim_id IS DISTINCT FROM d.claim_id
-		ORDER BY d.id FOR UPDATE OF d),
-	taken AS (
-		UPDATE webhook_deliveries d SET sent_claim_id = claim_id,
-			next_attempt_at = CASE WHEN d.next_attempt_at >= @keep THEN d.next_attempt_at ELSE @lease END,
-			attempt_count = attempt_count + 1, claimed_by = @instance, rate_slot_at = NULL
-		FROM locked l
-		WHERE d.id = l.id
-		RETURNING d.id, d.tenant_id, d.subscription_id, d.event_id, d.event_type, d.status, d.attempt_count, d.round_failures,
-			d.next_trigger, d.next_attempt_at, d.claim_id, d.sent_claim_id, d.claimed_by, d.last_status_code,
-			d.last_error, d.created_at, d.updated_at, d.xmin, l.attempt, l.started),
-	opened AS (
-		INSERT INTO webhook_attempts (id, tenant_id, delivery_id, subscription_id, number, trigger, started_at, duration_ms, result, instance)
-		SELECT attempt, tenant_id, id, subscription_id, attempt_count, next_trigger, started, 0, 'in_flight', @instance FROM taken),
-	abandoned AS (
-		UPDATE webhook_attempts a SET result = 'unknown', error_class = 'unknown',
-			error = 'the replica sending it stopped before recording the outcome'
-		FROM taken t
-		WHERE a.delivery_id = t.id AND a.result = 'in_flight' AND a.started_at < @abandoned)
-	SELECT d.id, d.tenant_id, d.subscription_id, d.event_id, d.event_type, d.status, d.attempt_count,
-		d.round_failures, d.next_trigger, d.next_attempt_at, d.claim_id, d.sent_claim_id, d.claimed_by,
-		d.last_status_code, d.last_error, d.created_at, d.updated_at, d.xmin, d.attempt, d.started,
-		s.url, s.secret, s.previous_secrets, s.headers, s.xmin,
-		s.proxy_url, s.tls_client_certificate, s.tls_client_key, s.tls_ca_bundle, s.transform,
-		e.type, e.data, e.created_at
-	FROM taken d
-	JOIN sub s ON s.id = d.subscription_id
-	JOIN webhook_events e ON e.tenant_id = d.tenant_id AND e.id = d.event_id`,
-		sql.Named("ids", pgArray[string](ids)), sql.Named("tenants", pgArray[string](tenants)), sql.Named("claims", pgArray[string](claims)),
-		sql.Named("attempts", pgArray[string](attempts)), sql.Named("slots", pgArray[*time.Time](slots)), sql.Named("lease", terms.LeaseUntil), sql.Named("keep", terms.KeepLeaseFrom), sql.Named("instance", terms.Instance),
-		sql.Named("pending", StatusPending), sql.Named("now", terms.Now), sql.Named("abandoned", terms.AbandonedBefore)).Rows()
+	q := queries.TakeClaims{IDs: ids, Tenants: tenants, Claims: claims, Attempts: attempts, Slots: slots,
+		Now: terms.Now, LeaseUntil: terms.LeaseUntil, KeepLeaseFrom: terms.KeepLeaseFrom, AbandonedBefore: terms.AbandonedBefore,
+		Instance: terms.Instance, Pending: string(StatusPending)}
+	rows, err := s.conn(ctx).Raw(q.SQL(), q.Args()...).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("take %d claims: %w", n, err)
 	}
@@ -220,14 +186,8 @@ type fanOutTarget struct {
 	id         uuid.UUID
 	eventTypes patternSet
 	filter     string // a CEL expression the event must satisfy; "" = none
-	failing    bool   // failingHealth: its new deliveries wait for the sweep
+	failing    bool   // queries.FailingHealth, or held (breaker.go): its new deliveries wait for the sweep
 }
-
-// failingHealth says, of a subscription's health row h, that its endpoint is failing: its last 3
-// attempts failed (one failure may be a blip; three are a pattern). Such an endpoint's new deliveries wait for the sweep instead of being
-// requested at once, and the sweep serves it after healthy ones: endpoints that hang or refuse must
-// not fill the queue and the sweep that healthy ones need.
-const failingHealth = "coalesce(h.consecutive_failures, 0) >= 3"
 
 // succeededHealth says, of a subscription's health row h, that its last attempt, on any replica,
 // succeeded: the send gate lets such an endpoint probe beyond the quarter kept for probes.
@@ -240,10 +200,8 @@ func (s store) fanOutTargets(ctx context.Context, tenants []uuid.UUID) (map[uuid
 	for i, t := range tenants {
 		ids[i] = t.String()
 	}
-	rows, err := s.conn(ctx).Raw(`SELECT s.tenant_id, s.id, s.event_types, s.filter, `+failingHealth+`
-		FROM webhook_subscriptions s LEFT JOIN webhook_subscription_health h ON h.subscription_id = s.id
-		WHERE s.tenant_id = ANY(CAST(@tenants AS text[])::uuid[]) AND s.status <> @disabled AND s.deleted_at IS NULL
-		ORDER BY s.tenant_id, s.id`, sql.Named("tenants", pgArray[string](ids)), sql.Named("disabled", StatusDisabled)).Rows()
+	q := queries.FanOutTargets{Tenants: ids, Disabled: string(StatusDisabled)}
+	rows, err := s.conn(ctx).Raw(q.SQL(), q.Args()...).Rows()
 	if err != nil {
 		return nil, err
 	}
@@ -280,13 +238,8 @@ func (s store) insertEvents(ctx context.Context, evs []*eventRecord) (map[eventK
 	for i, e := range evs {
 		ids[i], tenants[i], types[i], data[i], ats[i] = e.ID, e.TenantID.String(), e.Type, string(e.Data), e.CreatedAt
 	}
-	rows, err := s.conn(ctx).Raw(`INSERT INTO webhook_events (id, tenant_id, type, data, created_at)
-		SELECT id, tenant, type, data, at FROM unnest(CAST(@ids AS text[]), CAST(@tenants AS text[])::uuid[],
-			CAST(@types AS text[]), CAST(@data AS text[])::jsonb[], CAST(@ats AS timestamptz[])) AS e(id, tenant, type, data, at)
-		ORDER BY tenant, id
-		ON CONFLICT DO NOTHING RETURNING tenant_id, id`,
-		sql.Named("ids", pgArray[string](ids)), sql.Named("tenants", pgArray[string](tenants)), sql.Named("types", pgArray[string](types)),
-		sql.Named("data", pgArray[string](data)), sql.Named("ats", pgArray[time.Time](ats))).Rows()
+	q := queries.InsertEvents{IDs: ids, Tenants: tenants, Types: types, Data: data, At: ats}
+	rows, err := s.conn(ctx).Raw(q.SQL(), q.Args()...).Rows()
 	if err != nil {
 		return nil, err
 	}
@@ -366,17 +319,9 @@ func (s store) createDeliveries(ctx context.Context, ds []*Delivery) error {
 		}
 		events[i], types[i] = d.EventID, d.EventType
 	}
-	return s.conn(ctx).Exec(`INSERT INTO webhook_deliveries (id, tenant_id, subscription_id, event_id, event_type, status,
-			next_trigger, next_attempt_at, claim_id, claimed_by, created_at, updated_at)
-		SELECT id, tenant, sub, event, type, @status, @trigger,
-			CASE WHEN claim = '' THEN CAST(@at AS timestamptz) ELSE CAST(@lease AS timestamptz) END, CAST(NULLIF(claim, '') AS uuid),
-			CASE WHEN claim = '' THEN '' ELSE CAST(@by AS text) END, @at, @at
-		FROM unnest(CAST(@ids AS text[])::uuid[], CAST(@tenants AS text[])::uuid[], CAST(@subs AS text[])::uuid[],
-			CAST(@events AS text[]), CAST(@types AS text[]), CAST(@claims AS text[])) AS r(id, tenant, sub, event, type, claim)`,
-		sql.Named("status", StatusPending), sql.Named("trigger", TriggerScheduled), sql.Named("lease", lease),
-		sql.Named("by", holder), sql.Named("at", first.CreatedAt),
-		sql.Named("ids", pgArray[string](ids)), sql.Named("tenants", pgArray[string](tenants)), sql.Named("subs", pgArray[string](subs)),
-		sql.Named("events", pgArray[string](events)), sql.Named("types", pgArray[string](types)), sql.Named("claims", pgArray[string](claims))).Error
+	q := queries.CreateDeliveries{Status: string(StatusPending), Trigger: string(TriggerScheduled), Lease: lease, By: holder,
+		At: first.CreatedAt, IDs: ids, Tenants: tenants, Subs: subs, Events: events, Types: types, Claims: claims}
+	return s.conn(ctx).Exec(q.SQL(), q.Args()...).Error
 }
 
 func (s store) delivery(ctx context.Context, id uuid.UUID) (*Delivery, error) {
@@ -394,25 +339,18 @@ func (s store) saveDelivery(ctx context.Context, d *Delivery) error {
 
 // dueDeliveries are pending rows of active subscriptions whose next attempt (or expired lease) is
 // due, taken round-robin across subscriptions: each one's oldest due first, then each one's second,
-// and so on, at most perSubscription of each, so one endpoint's backlog cannot fill the batch while
-// another's retries wait. A failing subscription (failingHealth) gets its first turn with the others
+// and so on, so one endpoint's backlog cannot fill the batch while another's retries wait; at most
+// perSubscription of a failing one, so a healthy endpoint's backlog (requests the send gate put back
+// in a burst) drains at the batch's pace, not a tenth of it. A failing subscription (queries.FailingHealth) gets its first turn with the others
 // and its further turns after every healthy one's: endpoints that hang keep many deliveries due (put
 // back by the send gate, or new), and those must not crowd a healthy endpoint's out of the batch.
 // Paused and disabled subscriptions, and disabled tenants, are skipped: their deliveries wait,
-// pending, with no attempt spent.
+// pending, with no attempt spent; so are held endpoints (breaker.go) until their hold passes, and
+// then only their oldest due delivery is taken, the probe (holdProbes).
 func (s store) dueDeliveries(ctx context.Context, now time.Time, limit, perSubscription int) ([]*Delivery, error) {
 	var ds []*Delivery
-	err := s.conn(ctx).Raw(`SELECT d.* FROM webhook_subscriptions s
-		LEFT JOIN webhook_subscription_health h ON h.subscription_id = s.id
-		CROSS JOIN LATERAL (
-			SELECT x.*, row_number() OVER (ORDER BY x.next_attempt_at) AS turn
-			FROM (SELECT d.*, d.xmin AS xmin FROM webhook_deliveries d
-				WHERE d.subscription_id = s.id AND d.status = ? AND d.next_attempt_at <= ?
-				ORDER BY d.next_attempt_at LIMIT ?) x) d
-		WHERE s.status = ? AND s.deleted_at IS NULL
-			AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = s.tenant_id AND t.disabled_at IS NOT NULL)
-		ORDER BY CASE WHEN d.turn > 1 AND `+failingHealth+` THEN d.turn + ? ELSE d.turn END, d.next_attempt_at
-		LIMIT ?`, StatusPending, now, perSubscription, StatusActive, perSubscription, limit).Scan(&ds).Error
+	q := queries.DueDeliveries{Pending: string(StatusPending), Active: string(StatusActive), Now: now, PerSubscription: perSubscription, Limit: limit}
+	err := s.conn(ctx).Raw(q.SQL(), q.Args()...).Scan(&ds).Error
 	return ds, err
 }
 
@@ -421,12 +359,8 @@ func (s store) dueDeliveries(ctx context.Context, now time.Time, limit, perSubsc
 // reads too: no index of its own for every delivery write to keep up.
 func (s store) countDue(ctx context.Context, now time.Time) (int, error) {
 	var n int64
-	err := s.conn(ctx).Raw(`SELECT coalesce(sum(due.n), 0) FROM webhook_subscriptions s
-		CROSS JOIN LATERAL (SELECT count(*) AS n FROM webhook_deliveries d
-			WHERE d.subscription_id = s.id AND d.status = ? AND d.next_attempt_at <= ?) due
-		WHERE s.status = ? AND s.deleted_at IS NULL
-			AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = s.tenant_id AND t.disabled_at IS NOT NULL)`,
-		StatusPending, now, StatusActive).Scan(&n).Error
+	q := queries.CountDue{Pending: string(StatusPending), Active: string(StatusActive), Now: now}
+	err := s.conn(ctx).Raw(q.SQL(), q.Args()...).Scan(&n).Error
 	return int(n), err
 }
 

@@ -15,6 +15,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/egress"
+	"github.com/keelson/keelson/modules/webhooks/internal/eventtype"
+	"github.com/keelson/keelson/modules/webhooks/internal/signing"
 	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/database"
@@ -101,10 +104,10 @@ type SubscriptionPatch struct {
 
 // newSubscription validates the input and returns the subscription, its secret and header values
 // sealed, and the secret in plaintext (shown once).
-func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy, seal sealer) (*Subscription, string, error) {
+func newSubscription(in SubscriptionInput, now time.Time, targets egress.Policy, seal sealer) (*Subscription, string, error) {
 	var v apperr.Validator
 	checkErr(&v, "url", validateTargetURL(in.URL, targets))
-	patterns, err := normalizePatterns(in.EventTypes)
+	patterns, err := eventtype.NormalizePatterns(in.EventTypes)
 	checkErr(&v, "event_types", err)
 	checkErr(&v, "description", validateDescription(in.Description))
 	status := StatusActive
@@ -126,14 +129,14 @@ func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy, 
 	in.Egress.validate(&v, targets)
 	secret := in.Secret
 	if secret != "" {
-		_, err := secretKey(secret)
+		_, err := signing.SecretKey(secret)
 		checkErr(&v, "secret", err)
 	}
 	if err := v.Err(); err != nil {
 		return nil, "", err
 	}
 	if secret == "" {
-		if secret, err = newSecret(); err != nil {
+		if secret, err = signing.NewSecret(); err != nil {
 			return nil, "", err
 		}
 	}
@@ -160,7 +163,7 @@ func newSubscription(in SubscriptionInput, now time.Time, targets targetPolicy, 
 }
 
 // apply validates and applies a patch; new header values are sealed.
-func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets targetPolicy, seal sealer) error {
+func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets egress.Policy, seal sealer) error {
 	var v apperr.Validator
 	var patterns []string
 	if p.URL != nil {
@@ -168,7 +171,7 @@ func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets targetP
 	}
 	if p.EventTypes != nil {
 		var err error
-		patterns, err = normalizePatterns(*p.EventTypes)
+		patterns, err = eventtype.NormalizePatterns(*p.EventTypes)
 		checkErr(&v, "event_types", err)
 	}
 	if p.Description != nil {
@@ -253,7 +256,7 @@ func (s *Subscription) rotateSecret(now time.Time, expirePreviousIn time.Duratio
 			"%d rotated-out secrets still sign; rotate with expire_previous_in \"0s\" or once one of them expired (at %s)",
 			len(previous), previous.earliestExpiry().UTC().Format(time.RFC3339)))
 	}
-	secret, err := newSecret()
+	secret, err := signing.NewSecret()
 	if err != nil {
 		return "", err
 	}
@@ -295,7 +298,7 @@ func (s *Subscription) openSigningKeys(now time.Time, seal sealer) (keys [][]byt
 	if err != nil {
 		return nil, nil, err
 	}
-	key, err := secretKey(secret)
+	key, err := signing.SecretKey(secret)
 	if err != nil {
 		return nil, nil, fmt.Errorf("subscription %s: stored secret: %w", s.ID, err)
 	}
@@ -305,7 +308,7 @@ func (s *Subscription) openSigningKeys(now time.Time, seal sealer) (keys [][]byt
 		if err != nil {
 			return nil, nil, err
 		}
-		if prev, err := secretKey(previous); err == nil {
+		if prev, err := signing.SecretKey(previous); err == nil {
 			keys = append(keys, prev)
 			expiries = append(expiries, ps.ExpiresAt)
 		}
@@ -316,7 +319,7 @@ func (s *Subscription) openSigningKeys(now time.Time, seal sealer) (keys [][]byt
 // validateTargetURL accepts absolute http(s) URLs with a host, a port in 1–65535 and no credentials.
 // A literal IP that is not public is refused here (unless allowed); host names are judged at dial
 // time by the guard.
-func validateTargetURL(raw string, targets targetPolicy) error {
+func validateTargetURL(raw string, targets egress.Policy) error {
 	if raw == "" {
 		return errors.New("must not be empty")
 	}
@@ -347,13 +350,13 @@ func validateTargetURL(raw string, targets targetPolicy) error {
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	} else if _, err := parsePort(port); err != nil {
+	} else if _, err := egress.ParsePort(port); err != nil {
 		return err
 	}
-	if targets.allowPrivate || targets.isAllowedTarget(net.JoinHostPort(host, port)) {
+	if targets.AllowPrivate || targets.IsAllowedTarget(net.JoinHostPort(host, port)) {
 		return nil
 	}
-	if ip, err := netip.ParseAddr(host); err == nil && !isPublicAddress(ip) {
+	if ip, err := netip.ParseAddr(host); err == nil && !egress.IsPublicAddress(ip) {
 		return errors.New("must not target a private, loopback, link-local or otherwise non-public address (an operator allows one target with WEBHOOKS_ALLOWED_TARGETS=host:port, or every one with WEBHOOKS_ALLOW_PRIVATE_TARGETS=true)")
 	}
 	return nil

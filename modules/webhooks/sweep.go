@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/tenancy"
 )
 
-// sweepShare is how many due deliveries of one subscription a sweep claims at most: a tenth of the
-// batch, so a backlog on one endpoint leaves room for nine others' in every sweep.
+// sweepShare is how many due deliveries of one failing subscription a sweep claims at most: a tenth
+// of the batch, so a backlog on one failing endpoint leaves room for nine others' in every sweep.
 func sweepShare(batch int) int { return max(1, batch/10) }
 
 // Sweep claims due deliveries (retries whose time has come, and claims whose lease expired because a
@@ -30,8 +32,11 @@ func (s *Service) Sweep(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("load due deliveries: %w", err)
 		}
-		claimed, err = s.claimAndRequest(ctx, now, due)
-		return err
+		if claimed, err = s.claimAndRequest(ctx, now, due); err != nil {
+			return err
+		}
+		// After the deliveries' locks, as an outcome takes them: health rows come second.
+		return s.store.holdProbes(ctx, subscriptionsOf(due), now, now.Add(s.cfg.ClaimLease))
 	})
 	if errors.Is(err, concurrency.ErrConflict) {
 		s.log.Info("sweep lost a race with a redelivery; batch rolled back, the next sweep takes the rest", "error", err)
@@ -65,4 +70,17 @@ func (s *Service) claimAndRequest(ctx context.Context, now time.Time, deliveries
 		}
 	}
 	return len(deliveries), nil
+}
+
+// subscriptionsOf lists the subscriptions of deliveries, each once.
+func subscriptionsOf(ds []*Delivery) []uuid.UUID {
+	seen := make(map[uuid.UUID]bool, len(ds))
+	var out []uuid.UUID
+	for _, d := range ds {
+		if !seen[d.SubscriptionID] {
+			seen[d.SubscriptionID] = true
+			out = append(out, d.SubscriptionID)
+		}
+	}
+	return out
 }

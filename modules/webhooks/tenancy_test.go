@@ -44,7 +44,7 @@ func (h *harness) subscribeAs(ctx context.Context, url string, patterns ...strin
 	return sub
 }
 
-func Test_an_integration_event_of_one_tenant_never_reaches_a_subscription_of_another(t *testing.T) {
+func TestAnIntegrationEventOfOneTenantNeverReachesASubscriptionOfAnother(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{bus: true})
 	rcA, rcB := newReceiver(t, nil), newReceiver(t, nil)
 	ctxA := tenantContext()
@@ -80,7 +80,7 @@ func Test_an_integration_event_of_one_tenant_never_reaches_a_subscription_of_ano
 	require.Error(t, err, "b reading a's delivery")
 }
 
-func Test_client_event_ids_are_unique_per_tenant(t *testing.T) {
+func TestClientEventIdsAreUniquePerTenant(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	_, ctxB := h.otherTenant("b")
 	in := EventInput{ID: "evt_same", Type: "order.created", Data: []byte(`{"n":1}`)}
@@ -96,7 +96,7 @@ func Test_client_event_ids_are_unique_per_tenant(t *testing.T) {
 	require.Equal(t, int64(2), hosttest.Count(t, h.db, "SELECT count(*) FROM webhook_events WHERE id = 'evt_same'"))
 }
 
-func Test_a_disabled_tenants_deliveries_wait_pending_without_an_attempt_until_it_is_enabled(t *testing.T) {
+func TestADisabledTenantsDeliveriesWaitPendingWithoutAnAttemptUntilItIsEnabled(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	b, ctxB := h.disabledTenantSubscribedTo(rc.URL, "order.*")
@@ -140,7 +140,7 @@ func Test_a_disabled_tenants_deliveries_wait_pending_without_an_attempt_until_it
 	require.Equal(t, http.StatusNoContent, *attempts[0].StatusCode)
 }
 
-func Test_enabling_a_tenant_claims_afresh_only_the_claims_issued_before_it_was_enabled(t *testing.T) {
+func TestEnablingATenantClaimsAfreshOnlyTheClaimsIssuedBeforeItWasEnabled(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{})
 	rc := newReceiver(t, nil)
 	b, ctxB := h.disabledTenantSubscribedTo(rc.URL, "order.*")
@@ -166,7 +166,7 @@ func Test_enabling_a_tenant_claims_afresh_only_the_claims_issued_before_it_was_e
 	require.Len(t, h.deliveryRequestsOf(fresh), 1, "the fresh fan-out's claim is left to its own request")
 }
 
-func Test_enabling_a_tenant_sends_its_waiting_deliveries_at_once_on_two_replicas_long_before_lease_or_sweep(t *testing.T) {
+func TestEnablingATenantSendsItsWaitingDeliveriesAtOnceOnTwoReplicasLongBeforeLeaseOrSweep(t *testing.T) {
 	// One event to twenty new endpoints: each gets one request, its probe, and twenty fit in the probe
 	// places, so the send gate puts nothing back to wait for the sweep, however slow the machine. (Two
 	// requests to one new endpoint at once would: the second waits briefWait for the probe, then the sweep.)

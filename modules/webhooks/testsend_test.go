@@ -13,7 +13,7 @@ import (
 	"github.com/keelson/keelson/platform/host/hosttest"
 )
 
-func Test_a_test_send_reaches_that_subscription_alone_signed_and_answers_202_with_its_delivery(t *testing.T) {
+func TestATestSendReachesThatSubscriptionAloneSignedAndAnswers202WithItsDelivery(t *testing.T) {
 	a := newHarness(t, testConfig(), harnessOptions{bus: true})
 	b := newHarness(t, testConfig(), harnessOptions{database: a.database, bus: true})
 	target := newReceiver(t, nil)
@@ -59,7 +59,7 @@ func Test_a_test_send_reaches_that_subscription_alone_signed_and_answers_202_wit
 	require.Equal(t, before, hosttest.Count(t, a.db, "SELECT count(*) FROM webhook_events"), "nothing written")
 }
 
-func Test_a_test_send_answers_the_version_its_delivery_was_stored_with(t *testing.T) {
+func TestATestSendAnswersTheVersionItsDeliveryWasStoredWith(t *testing.T) {
 	h := newHarness(t, testConfig(), harnessOptions{}) // no bus: nothing takes the delivery, so its row stays as stored
 	id, _ := h.subscribe("http://127.0.0.1:9/", "orders.created")
 

@@ -19,9 +19,9 @@ func (s *Service) traceAttempts(tp trace.TracerProvider) {
 		return
 	}
 	s.tracer = tp.Tracer("github.com/keelson/keelson/modules/webhooks")
-	s.takes.traced(s.tracer, "webhooks take batch")
-	s.outcomes.traced(s.tracer, "webhooks outcome batch")
-	s.ingests.traced(s.tracer, "webhooks ingest batch")
+	s.takes.Traced(s.tracer, "webhooks take batch")
+	s.outcomes.Traced(s.tracer, "webhooks outcome batch")
+	s.ingests.Traced(s.tracer, "webhooks ingest batch")
 	s.sender.client.Transport = otelhttp.NewTransport(s.sender.client.Transport,
 		otelhttp.WithTracerProvider(tp),
 		otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator()), // no traceparent to customers

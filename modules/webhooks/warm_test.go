@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func Test_warm_goroutines_start_every_function_at_once_even_while_the_others_block(t *testing.T) {
+func TestWarmGoroutinesStartEveryFunctionAtOnceEvenWhileTheOthersBlock(t *testing.T) {
 	w := newWarmGoroutines(time.Minute)
 	release := make(chan struct{})
 	var started sync.WaitGroup
@@ -27,7 +27,7 @@ func Test_warm_goroutines_start_every_function_at_once_even_while_the_others_blo
 	close(release)
 }
 
-func Test_warm_goroutines_run_every_function_once_when_reused(t *testing.T) {
+func TestWarmGoroutinesRunEveryFunctionOnceWhenReused(t *testing.T) {
 	w := newWarmGoroutines(time.Minute)
 	var ran atomic.Int64
 	var done sync.WaitGroup

@@ -1,4 +1,8 @@
-package webhooks
+// Package eventtype is the grammar of event types and of the patterns subscriptions choose them
+// by: "a.b" exactly, "a.*" for a prefix, "*" for everything. Ingest validates types with it and
+// the fan-out matches with it, so what a subscription can ask for and what an event can be named
+// are decided in one place.
+package eventtype
 
 import (
 	"errors"
@@ -15,8 +19,8 @@ const (
 // eventTypePattern is a dotted name of letters, digits, "_" and "-" segments, e.g. "proposal.accepted".
 var eventTypePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
 
-// validateEventType checks an event type posted to /events.
-func validateEventType(t string) error {
+// Validate checks an event type posted to /events.
+func Validate(t string) error {
 	if t == "" {
 		return errors.New("must not be empty")
 	}
@@ -29,22 +33,22 @@ func validateEventType(t string) error {
 	return nil
 }
 
-// validatePattern checks one subscription pattern: an exact type, "prefix.*" or "*".
-func validatePattern(p string) error {
+// ValidatePattern checks one subscription pattern: an exact type, "prefix.*" or "*".
+func ValidatePattern(p string) error {
 	if p == "*" {
 		return nil
 	}
 	if prefix, ok := strings.CutSuffix(p, ".*"); ok {
 		p = prefix
 	}
-	if err := validateEventType(p); err != nil {
+	if err := Validate(p); err != nil {
 		return fmt.Errorf(`must be an event type, "prefix.*" or "*": %w`, err)
 	}
 	return nil
 }
 
-// normalizePatterns validates a pattern list and drops duplicates, keeping the order given.
-func normalizePatterns(patterns []string) ([]string, error) {
+// NormalizePatterns validates a pattern list and drops duplicates, keeping the order given.
+func NormalizePatterns(patterns []string) ([]string, error) {
 	if len(patterns) == 0 {
 		return nil, errors.New("must list at least one event type pattern")
 	}
@@ -54,7 +58,7 @@ func normalizePatterns(patterns []string) ([]string, error) {
 	seen := make(map[string]bool, len(patterns))
 	out := make([]string, 0, len(patterns))
 	for i, p := range patterns {
-		if err := validatePattern(p); err != nil {
+		if err := ValidatePattern(p); err != nil {
 			return nil, fmt.Errorf("pattern %d (%q) %w", i, p, err)
 		}
 		if !seen[p] {
@@ -65,8 +69,8 @@ func normalizePatterns(patterns []string) ([]string, error) {
 	return out, nil
 }
 
-// patternMatches: "*" matches all; "prefix.*" matches every type starting with "prefix.", deeper ones included.
-func patternMatches(pattern, eventType string) bool {
+// Matches: "*" matches all; "prefix.*" matches every type starting with "prefix.", deeper ones included.
+func Matches(pattern, eventType string) bool {
 	if pattern == "*" {
 		return true
 	}
@@ -76,10 +80,10 @@ func patternMatches(pattern, eventType string) bool {
 	return pattern == eventType
 }
 
-// anyPatternMatches reports whether a subscription with these patterns wants eventType.
-func anyPatternMatches(patterns []string, eventType string) bool {
+// AnyMatches reports whether a subscription with these patterns wants eventType.
+func AnyMatches(patterns []string, eventType string) bool {
 	for _, p := range patterns {
-		if patternMatches(p, eventType) {
+		if Matches(p, eventType) {
 			return true
 		}
 	}

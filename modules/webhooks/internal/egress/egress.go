@@ -1,4 +1,9 @@
-package webhooks
+// Package egress decides where a replica may send a webhook: the SSRF guard. URLs are checked when
+// a subscription is saved (IsPublicAddress on literal addresses, the allow-list by host:port), and
+// every connection is checked again at dial time on the resolved address, so a name that resolves
+// or rebinds to a private address is refused before any packet leaves. Anything that opens a
+// connection for a delivery (the sender's transport, a proxy dialer) dials through Policy.DialContext.
+package egress
 
 import (
 	"context"
@@ -14,33 +19,34 @@ import (
 	"code.dny.dev/ssrf"
 )
 
-// errBlockedAddress marks a connection refused by the SSRF guard.
-var errBlockedAddress = errors.New("target address is not a public address")
+// ErrBlockedAddress marks a connection refused by the SSRF guard.
+var ErrBlockedAddress = errors.New("target address is not a public address")
 
 // publicOnly refuses every special-purpose range of the IANA registries (code.dny.dev/ssrf generates
 // them from the registries). IPv6 outside 2000::/3 — mapped, NAT64, ULA, link-local — is refused
 // outright; ports are Keelson's URL validation's business, not the guard's.
 var publicOnly = ssrf.New(ssrf.WithAnyPort())
 
-// isPublicAddress reports whether ip is globally routable unicast.
-func isPublicAddress(ip netip.Addr) bool {
+// IsPublicAddress reports whether ip is globally routable unicast.
+func IsPublicAddress(ip netip.Addr) bool {
 	return ip.IsValid() && ip.Zone() == "" && publicOnly.SafeAddr(ip) == nil
 }
 
-// targetPolicy decides which webhook targets a replica may reach: public addresses always, every
+// Policy decides which webhook targets a replica may reach: public addresses always, every
 // address when private targets are allowed (dev and tests), and the exact host:port pairs of an
 // allow-list (a receiver on the compose network) without switching the guard off for the rest.
-type targetPolicy struct {
-	allowPrivate bool
+type Policy struct {
+	AllowPrivate bool            // every address is reachable: development and tests only
 	allowed      map[string]bool // canonical host:port
 }
 
-func newTargetPolicy(allowPrivate bool, allowedTargets []string) (targetPolicy, error) {
-	p := targetPolicy{allowPrivate: allowPrivate, allowed: make(map[string]bool, len(allowedTargets))}
+// NewPolicy allows public addresses, every address when allowPrivate, and the host:port pairs listed.
+func NewPolicy(allowPrivate bool, allowedTargets []string) (Policy, error) {
+	p := Policy{AllowPrivate: allowPrivate, allowed: make(map[string]bool, len(allowedTargets))}
 	for _, t := range allowedTargets {
 		key, err := canonicalTarget(t)
 		if err != nil {
-			return targetPolicy{}, fmt.Errorf("allowed target %q: %w", t, err)
+			return Policy{}, fmt.Errorf("allowed target %q: %w", t, err)
 		}
 		p.allowed[key] = true
 	}
@@ -53,14 +59,14 @@ func canonicalTarget(hostport string) (string, error) {
 	if err != nil || host == "" {
 		return "", errors.New("must be host:port")
 	}
-	if _, err := parsePort(port); err != nil {
+	if _, err := ParsePort(port); err != nil {
 		return "", err
 	}
 	return net.JoinHostPort(strings.ToLower(strings.TrimSuffix(host, ".")), port), nil
 }
 
-// parsePort accepts the decimal ports 1–65535.
-func parsePort(s string) (int, error) {
+// ParsePort accepts the decimal ports 1–65535.
+func ParsePort(s string) (int, error) {
 	n, err := strconv.Atoi(s)
 	if err != nil || s[0] == '+' || s[0] == '-' {
 		return 0, errors.New("port must be a number")
@@ -71,23 +77,23 @@ func parsePort(s string) (int, error) {
 	return n, nil
 }
 
-// isAllowedTarget reports whether host:port is on the allow-list.
-func (p targetPolicy) isAllowedTarget(hostport string) bool {
+// IsAllowedTarget reports whether host:port is on the allow-list.
+func (p Policy) IsAllowedTarget(hostport string) bool {
 	key, err := canonicalTarget(hostport)
 	return err == nil && p.allowed[key]
 }
 
-// dialContext dials allow-listed targets (and everything, when private targets are allowed) plainly;
+// DialContext dials allow-listed targets (and everything, when private targets are allowed) plainly;
 // every other connection goes through the guard. The allow-list is decided on the name before
 // dialing, because the guard's Control sees only the resolved IP.
-func (p targetPolicy) dialContext(timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func (p Policy) DialContext(timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	plain := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
-	if p.allowPrivate {
+	if p.AllowPrivate {
 		return plain.DialContext
 	}
 	guarded := guardedDialer(timeout)
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if p.isAllowedTarget(addr) {
+		if p.IsAllowedTarget(addr) {
 			return plain.DialContext(ctx, network, addr)
 		}
 		return guarded.DialContext(ctx, network, addr)
@@ -101,7 +107,7 @@ func guardedDialer(timeout time.Duration) *net.Dialer {
 	return &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second,
 		Control: func(network, address string, raw syscall.RawConn) error {
 			if err := publicOnly.Safe(network, address, raw); err != nil {
-				return fmt.Errorf("%w: %w", errBlockedAddress, err)
+				return fmt.Errorf("%w: %w", ErrBlockedAddress, err)
 			}
 			return nil
 		}}

@@ -1,4 +1,4 @@
-package webhooks
+package eventtype
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func Test_patterns_match_exact_types_prefixes_and_everything(t *testing.T) {
+func TestPatternsMatchExactTypesPrefixesAndEverything(t *testing.T) {
 	for _, tc := range []struct {
 		pattern, eventType string
 		match              bool
@@ -22,20 +22,20 @@ func Test_patterns_match_exact_types_prefixes_and_everything(t *testing.T) {
 		{"conversation.message.*", "conversation.message.created", true},
 		{"conversation.message.*", "conversation.created", false},
 	} {
-		require.Equal(t, tc.match, patternMatches(tc.pattern, tc.eventType), "%q vs %q", tc.pattern, tc.eventType)
+		require.Equal(t, tc.match, Matches(tc.pattern, tc.eventType), "%q vs %q", tc.pattern, tc.eventType)
 	}
 }
 
-func Test_pattern_syntax_is_validated(t *testing.T) {
+func TestPatternSyntaxIsValidated(t *testing.T) {
 	for _, p := range []string{"*", "a", "a.b", "a.*", "a.b.*", "A_b-c.d"} {
-		require.NoError(t, validatePattern(p), p)
+		require.NoError(t, ValidatePattern(p), p)
 	}
 	for _, p := range []string{"", " ", "a.", ".a", "a..b", "a.*.b", "*.a", "a*", "**", "a.**", "a b", "a/b", "é"} {
-		require.Error(t, validatePattern(p), p)
+		require.Error(t, ValidatePattern(p), p)
 	}
-	_, err := normalizePatterns(nil)
+	_, err := NormalizePatterns(nil)
 	require.Error(t, err)
-	got, err := normalizePatterns([]string{"a.*", "b", "a.*"})
+	got, err := NormalizePatterns([]string{"a.*", "b", "a.*"})
 	require.NoError(t, err)
 	require.Equal(t, []string{"a.*", "b"}, got)
 }

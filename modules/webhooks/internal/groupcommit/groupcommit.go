@@ -1,8 +1,12 @@
-package webhooks
+// Package groupcommit turns the requests of concurrent handlers into batched writes: a request that
+// arrives while a batch is being written joins the next one, which starts as soon as the previous
+// ends. The delivery engine's takes, outcomes and ingests go through it, so hundreds of concurrent
+// sends cost a few statements, not hundreds. It is the one place where work changes goroutine: a
+// batch runs on its own and, when traced, its span links to the span of every caller it served.
+package groupcommit
 
 import (
 	"context"
-	"database/sql/driver"
 	"sync"
 	"time"
 
@@ -11,20 +15,20 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// batchWriteTimeout bounds one batched statement; the handlers waiting for it give up with their own contexts.
-const batchWriteTimeout = 10 * time.Second
+// WriteTimeout bounds one batched statement; the handlers waiting for it give up with their own contexts.
+const WriteTimeout = 10 * time.Second
 
-// batcher turns the requests of concurrent handlers into batched writes (group commit): a request
+// Batcher turns the requests of concurrent handlers into batched writes (group commit): a request
 // that arrives while a batch is being written joins the next one, which starts as soon as the
 // previous ends. There is no timer: a lone request is written at once, a burst shares one statement.
 // Each caller waits for its own result, so what a handler acknowledges is committed.
-type batcher[Req, Res any] struct {
+type Batcher[Req, Res any] struct {
 	max   int
 	write func(ctx context.Context, reqs []Req) ([]Res, error) // one result per request, in order
-	// split, if set, gives each batch a fresh test of whether a request must wait for the next batch
+	// Split, if set, gives each batch a fresh test of whether a request must wait for the next batch
 	// (it must not share this one with an earlier request).
-	split func() (later func(Req) bool)
-	// tracer, if set, records each batch as a span named name (see traced).
+	Split func() (later func(Req) bool)
+	// tracer, if set, records each batch as a span named name (see Traced).
 	tracer trace.Tracer
 	name   string
 
@@ -44,13 +48,14 @@ type batchResult[Res any] struct {
 	err error
 }
 
-func newBatcher[Req, Res any](max int, write func(context.Context, []Req) ([]Res, error)) *batcher[Req, Res] {
-	return &batcher[Req, Res]{max: max, write: write}
+// New batches up to max requests per call of write.
+func New[Req, Res any](max int, write func(context.Context, []Req) ([]Res, error)) *Batcher[Req, Res] {
+	return &Batcher[Req, Res]{max: max, write: write}
 }
 
-// do queues req and waits for its result, or for ctx: a request already in a batch may still be
+// Do queues req and waits for its result, or for ctx: a request already in a batch may still be
 // written after its caller gave up (what a dying replica's writes look like to the others).
-func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
+func (b *Batcher[Req, Res]) Do(ctx context.Context, req Req) (Res, error) {
 	call := batchCall[Req, Res]{req: req, done: make(chan batchResult[Res], 1)}
 	if b.tracer != nil {
 		call.from = trace.SpanContextFromContext(ctx)
@@ -72,7 +77,7 @@ func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 }
 
 // run writes batches until the queue is empty; then it ends, and the next request starts another.
-func (b *batcher[Req, Res]) run() {
+func (b *Batcher[Req, Res]) run() {
 	for {
 		b.mu.Lock()
 		if len(b.queue) == 0 {
@@ -83,8 +88,8 @@ func (b *batcher[Req, Res]) run() {
 		n := min(len(b.queue), b.max)
 		calls := append([]batchCall[Req, Res](nil), b.queue[:n]...)
 		b.queue = append(b.queue[:0], b.queue[n:]...)
-		if b.split != nil {
-			later := b.split()
+		if b.Split != nil {
+			later := b.Split()
 			kept, deferred := calls[:0], []batchCall[Req, Res](nil) // calls is this batch's own copy: filtered in place
 			for _, c := range calls {
 				if later(c.req) {
@@ -103,12 +108,12 @@ func (b *batcher[Req, Res]) run() {
 	}
 }
 
-func (b *batcher[Req, Res]) flush(calls []batchCall[Req, Res]) {
+func (b *Batcher[Req, Res]) flush(calls []batchCall[Req, Res]) {
 	reqs := make([]Req, len(calls))
 	for i, c := range calls {
 		reqs[i] = c.req
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), batchWriteTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), WriteTimeout)
 	var span trace.Span
 	if b.tracer != nil {
 		ctx, span = b.startSpan(ctx, calls)
@@ -131,15 +136,15 @@ func (b *batcher[Req, Res]) flush(calls []batchCall[Req, Res]) {
 	}
 }
 
-// traced records each batch as a span named name; call it before use. Without it a batch costs no span.
-func (b *batcher[Req, Res]) traced(tracer trace.Tracer, name string) {
+// Traced records each batch as a span named name; call it before use. Without it a batch costs no span.
+func (b *Batcher[Req, Res]) Traced(tracer trace.Tracer, name string) {
 	b.tracer, b.name = tracer, name
 }
 
 // startSpan starts a batch's span: a root of its own, as one batch serves many traces, linked to
 // the span of each request's caller, so every delivery's trace leads to the statement that wrote it
 // (and the statement's own spans, a unit of work, nest under it).
-func (b *batcher[Req, Res]) startSpan(ctx context.Context, calls []batchCall[Req, Res]) (context.Context, trace.Span) {
+func (b *Batcher[Req, Res]) startSpan(ctx context.Context, calls []batchCall[Req, Res]) (context.Context, trace.Span) {
 	links := make([]trace.Link, 0, len(calls))
 	for _, c := range calls {
 		if c.from.IsValid() {
@@ -150,9 +155,9 @@ func (b *batcher[Req, Res]) startSpan(ctx context.Context, calls []batchCall[Req
 		trace.WithAttributes(attribute.Int("keelson.webhook.batch_size", len(calls))))
 }
 
-// oncePer returns a split that keeps the first request of each key in a batch and defers the others
+// OncePer returns a split that keeps the first request of each key in a batch and defers the others
 // to the next, which then sees what the first one wrote.
-func oncePer[Req any, K comparable](key func(Req) K) func() func(Req) bool {
+func OncePer[Req any, K comparable](key func(Req) K) func() func(Req) bool {
 	return func() func(Req) bool {
 		seen := make(map[K]bool)
 		return func(r Req) bool {
@@ -166,10 +171,9 @@ func oncePer[Req any, K comparable](key func(Req) K) func() func(Req) bool {
 	}
 }
 
-// pgArray passes a Go slice as one PostgreSQL array parameter (CAST(@x AS text[]) and the like):
-// gorm would expand a bare slice into a list of parameters, one per element, and a statement whose
-// text changes with the batch size is planned anew every time.
-type pgArray[T any] []T
-
-// Value hands the slice itself to pgx, which encodes it as an array.
-func (a pgArray[T]) Value() (driver.Value, error) { return []T(a), nil }
+// State is what the batcher holds right now: requests waiting for a batch, and whether one is being written.
+func (b *Batcher[Req, Res]) State() (queued int, running bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue), b.running
+}

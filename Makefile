@@ -55,13 +55,15 @@ test-pgbouncer:
 	KEELSON_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m ./platform/jobs/
 	KEELSON_TEST_PGBOUNCER=1 go test -count=1 -timeout 20m -run 'TestEventsFanOutAcrossReplicasWithVerifiedSignatures' ./tests/
 
-## fuzz: each JSON request-body fuzz target for FUZZTIME inputs (5000x, 15–20 s here); any 5xx fails.
+## fuzz: each JSON request-body fuzz target for FUZZTIME inputs (5000x, 15–20 s here); any 5xx fails; and the
+## subscription filter's: refused with a position, or evaluated within its cost limit.
 ## A count, not a duration: Go 1.26's fuzz coordinator can fail a target with a bare
 ## "context deadline exceeded" when a duration ends while a loaded worker is still busy.
 FUZZTIME ?= 5000x
 fuzz:
 	go test -run '^$$' -fuzz '^FuzzPublishEventNeverAnswers5xx$$' -fuzztime $(FUZZTIME) -parallel 2 ./modules/webhooks
 	go test -run '^$$' -fuzz '^FuzzCreateSubscriptionNeverAnswers5xx$$' -fuzztime $(FUZZTIME) -parallel 2 ./modules/webhooks
+	go test -run '^$$' -fuzz '^FuzzAFilterIsRefusedWithAPositionOrEvaluatesWithinItsCost$$' -fuzztime $(FUZZTIME) -parallel 2 ./modules/webhooks
 	go test -run '^$$' -fuzz '^FuzzPostMessageNeverAnswers5xx$$' -fuzztime $(FUZZTIME) -parallel 2 ./modules/conversations
 
 ## tidy-check: fail when `go mod tidy` would change go.mod or go.sum

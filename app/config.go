@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/keelson/keelson/console"
+	"github.com/keelson/keelson/modules/webhooks"
 	"github.com/keelson/keelson/platform/auth"
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/secrets"
@@ -49,6 +50,7 @@ type Config struct {
 
 	WebhooksAllowPrivateTargets bool
 	WebhooksAllowedTargets      []string
+	WebhooksEgressProxy         string
 	WebhooksSendTimeout         time.Duration
 	WebhooksHangAfter           time.Duration
 	WebhooksHoldFor             time.Duration
@@ -194,6 +196,16 @@ var Variables = []Variable{
 	{Name: "WEBHOOKS_ALLOWED_TARGETS",
 		Doc: "comma-separated `host:port` targets reached even when private (`receiver:9000` in compose); every other target stays guarded",
 		set: func(c *Config, v string) error { return parseHostPorts(v, &c.WebhooksAllowedTargets) }},
+	{Name: "WEBHOOKS_EGRESS_PROXY", Secret: true,
+		Doc: "HTTP CONNECT proxy every webhook request leaves through, `http://[user:password@]host:port` (static source IPs for receivers' allow-lists); an endpoint's own `proxy_url` replaces it; the SSRF guard still judges each final target; empty = direct",
+		set: func(c *Config, v string) error {
+			if _, err := webhooks.ParseEgressProxy(v); err != nil {
+				return err
+			}
+			c.WebhooksEgressProxy = v
+			return nil
+		},
+		show: func(c Config) string { return webhooks.RedactedProxy(c.WebhooksEgressProxy) }},
 	durationVar("WEBHOOKS_SEND_TIMEOUT", "15s", time.Millisecond, func(c *Config) *time.Duration { return &c.WebhooksSendTimeout },
 		"HTTP timeout of one delivery attempt (the low end of the Standard Webhooks recommendation, 15–30 s)"),
 	durationVar("WEBHOOKS_HANG_AFTER", "2s", time.Millisecond, func(c *Config) *time.Duration { return &c.WebhooksHangAfter },

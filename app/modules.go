@@ -14,6 +14,7 @@ func modules(cfg Config) ([]module.Module, error) {
 	wh, err := webhooks.New(webhooks.Config{
 		AllowPrivateTargets:       cfg.WebhooksAllowPrivateTargets,
 		AllowedTargets:            cfg.WebhooksAllowedTargets,
+		EgressProxy:               cfg.WebhooksEgressProxy,
 		SendTimeout:               cfg.WebhooksSendTimeout,
 		HangAfter:                 cfg.WebhooksHangAfter,
 		HoldFor:                   cfg.WebhooksHoldFor,

@@ -24,8 +24,18 @@ type endpointForm struct {
 	Headers     string // "Name: value" lines; on edit "" keeps the current ones
 	HeaderNames []string
 	ClearHeader bool
-	Errors      map[string]string // by field: url, event_types, description, rate_limit, headers
-	Allowed     []string          // the portal's event type patterns; nil = any
+	// Delivery control: a content filter and a transformation (CEL), the endpoint's own egress proxy,
+	// and mTLS. The key is never shown, not even back after a refusal: on edit "" keeps the current one.
+	Filter         string
+	Transform      string
+	ProxyURL       string
+	ClientCert     string
+	ClientKey      string
+	CABundle       string
+	HasClientCert  bool // on edit: the endpoint presents a client certificate now
+	ClearClientKey bool
+	Errors         map[string]string // by field: url, event_types, description, rate_limit, headers, and the API's names of the fields above
+	Allowed        []string          // the portal's event type patterns; nil = any
 }
 
 // Err is the refusal of field, "" when none.
@@ -33,14 +43,21 @@ func (f endpointForm) Err(field string) string { return f.Errors[field] }
 
 func readEndpointForm(g *gin.Context) endpointForm {
 	return endpointForm{
-		URL:         strings.TrimSpace(g.PostForm("url")),
-		EventTypes:  strings.TrimSpace(g.PostForm("event_types")),
-		Description: strings.TrimSpace(g.PostForm("description")),
-		RateLimit:   strings.TrimSpace(g.PostForm("rate_limit")),
-		Headers:     g.PostForm("headers"),
-		ClearHeader: g.PostForm("clear_headers") == "on",
-		Version:     g.PostForm("version"),
-		Errors:      map[string]string{},
+		URL:            strings.TrimSpace(g.PostForm("url")),
+		EventTypes:     strings.TrimSpace(g.PostForm("event_types")),
+		Description:    strings.TrimSpace(g.PostForm("description")),
+		RateLimit:      strings.TrimSpace(g.PostForm("rate_limit")),
+		Headers:        g.PostForm("headers"),
+		ClearHeader:    g.PostForm("clear_headers") == "on",
+		Filter:         strings.TrimSpace(g.PostForm("filter")),
+		Transform:      strings.TrimSpace(g.PostForm("transform")),
+		ProxyURL:       strings.TrimSpace(g.PostForm("proxy_url")),
+		ClientCert:     strings.TrimSpace(g.PostForm("tls_client_certificate")),
+		ClientKey:      strings.TrimSpace(g.PostForm("tls_client_key")),
+		CABundle:       strings.TrimSpace(g.PostForm("tls_ca_bundle")),
+		ClearClientKey: g.PostForm("clear_client_certificate") == "on",
+		Version:        g.PostForm("version"),
+		Errors:         map[string]string{},
 	}
 }
 
@@ -95,7 +112,8 @@ func (f *endpointForm) refused(err error) bool {
 		if i := strings.IndexAny(field, ".["); i > 0 {
 			field = field[:i]
 		}
-		if _, known := map[string]bool{"url": true, "event_types": true, "description": true, "rate_limit": true, "headers": true}[field]; !known {
+		if _, known := map[string]bool{"url": true, "event_types": true, "description": true, "rate_limit": true, "headers": true,
+			"filter": true, "transform": true, "proxy_url": true, "tls_client_certificate": true, "tls_client_key": true, "tls_ca_bundle": true}[field]; !known {
 			field = "form"
 		}
 		if f.Errors[field] == "" {
@@ -123,6 +141,7 @@ func (c *Console) showEndpointForm(g *gin.Context, s session, status int, f endp
 	if f.ID != "" {
 		title = "Edit endpoint"
 	}
+	f.ClientKey = "" // a private key is not written back into a page
 	errText := ""
 	if len(f.Errors) > 0 {
 		errText = "Not saved: check the fields marked below."
@@ -154,7 +173,8 @@ func (c *Console) createEndpoint(g *gin.Context, s session) error {
 	var sub subscription
 	err := c.api.do(g.Request, s.Token, call{op: webhooks.OpCreateSubscription, idempotencyKey: formKey(g),
 		body: webhooks.CreateSubscriptionRequest{URL: f.URL, EventTypes: types, Description: f.Description,
-			Headers: headers, RateLimit: rate}}, &sub)
+			Headers: headers, RateLimit: rate, Filter: f.Filter, Transform: f.Transform, ProxyURL: f.ProxyURL,
+			TLSClientCertificate: f.ClientCert, TLSClientKey: f.ClientKey, TLSCABundle: f.CABundle}}, &sub)
 	if f.refused(err) {
 		c.showEndpointForm(g, s, http.StatusUnprocessableEntity, f)
 		return nil
@@ -187,7 +207,8 @@ func (c *Console) editEndpoint(g *gin.Context, s session) error {
 		return err
 	}
 	f := endpointForm{ID: sub.ID.String(), Version: sub.Version, URL: sub.URL, EventTypes: strings.Join(sub.EventTypes, ", "),
-		Description: sub.Description, Errors: map[string]string{}}
+		Description: sub.Description, Filter: sub.Filter, Transform: sub.Transform, ProxyURL: sub.ProxyURL,
+		ClientCert: sub.TLSClientCertificate, CABundle: sub.TLSCABundle, HasClientCert: sub.TLSClientCertificate != "", Errors: map[string]string{}}
 	if sub.RateLimit != nil {
 		f.RateLimit = strconv.FormatFloat(*sub.RateLimit, 'f', -1, 64)
 	}
@@ -208,6 +229,7 @@ func (c *Console) updateEndpoint(g *gin.Context, s session) error {
 	}
 	f := readEndpointForm(g)
 	f.ID = current.ID.String()
+	f.HasClientCert = current.TLSClientCertificate != ""
 	for name := range current.Headers {
 		f.HeaderNames = append(f.HeaderNames, name)
 	}
@@ -221,7 +243,17 @@ func (c *Console) updateEndpoint(g *gin.Context, s session) error {
 	if rate == nil {
 		rate = &zero // an emptied field removes the limit
 	}
-	req := webhooks.UpdateSubscriptionRequest{URL: &f.URL, EventTypes: &types, Description: &f.Description, RateLimit: rate}
+	req := webhooks.UpdateSubscriptionRequest{URL: &f.URL, EventTypes: &types, Description: &f.Description, RateLimit: rate,
+		Filter: &f.Filter, Transform: &f.Transform, ProxyURL: &f.ProxyURL, TLSCABundle: &f.CABundle}
+	none := ""
+	switch {
+	case f.ClearClientKey:
+		req.TLSClientCertificate, req.TLSClientKey = &none, &none
+	case f.ClientKey != "":
+		req.TLSClientCertificate, req.TLSClientKey = &f.ClientCert, &f.ClientKey
+	case f.ClientCert != current.TLSClientCertificate:
+		req.TLSClientCertificate = &f.ClientCert // without its key: the API says the key must come with it
+	}
 	switch {
 	case headers != nil:
 		req.Headers = &headers

@@ -51,16 +51,18 @@ import (
 )
 
 type options struct {
-	adminURL  string
-	amqpURL   string
-	binary    string
-	replicas  int
-	events    int
-	fanout    int
-	rate      int
-	duration  time.Duration
-	posters   int
-	noPgbench bool
+	adminURL     string
+	amqpURL      string
+	binary       string
+	replicas     int
+	events       int
+	fanout       int
+	filter       string
+	filterRounds int
+	rate         int
+	duration     time.Duration
+	posters      int
+	noPgbench    bool
 
 	stalled     int           // endpoints that never answer, subscribed to stalled.* (0 = none)
 	stalledRate int           // events/s to them during the latency run
@@ -105,6 +107,8 @@ func main() {
 	flag.StringVar(&o.convoyBin, "convoy-bin", "", "Convoy's binary for -peer convoy")
 	flag.IntVar(&o.rounds, "rounds", 2, "rounds of -peer (each: Keelson, the peer, pgbench)")
 	flag.StringVar(&o.beforeBin, "before", "", "another keelson binary (the code before a change): rounds alternate it with -bin (and -peer)")
+	flag.StringVar(&o.filter, "filter", "", `a subscription filter (CEL): a burst to -fanout endpoints without it, then one to endpoints with it (every event passes), compared; e.g. -filter 'data.amount > 100 && data.currency == "EUR"'`)
+	flag.IntVar(&o.filterRounds, "filter-rounds", 3, "rounds of the -filter comparison (each: one burst per group, alternating which goes first)")
 	flag.Parse()
 	log.SetFlags(log.Ltime)
 
@@ -157,6 +161,11 @@ func run(ctx context.Context, o options) error {
 	if o.events > 0 {
 		if _, err := throughput(ctx, env, o); err != nil {
 			return fmt.Errorf("throughput: %w", err)
+		}
+	}
+	if o.filter != "" {
+		if err := filterCost(ctx, env, o); err != nil {
+			return fmt.Errorf("filter: %w", err)
 		}
 	}
 	stop := func() {}

@@ -172,11 +172,14 @@ func (s *Service) attempt(ctx context.Context, req contract.DeliveryRequestedPay
 // send makes the HTTP request of a taken delivery; a request that cannot even be built is a failed attempt.
 // seen is the opened cache's forgetsSeen from before the take; the gate times the request on pass.
 func (s *Service) send(ctx context.Context, t taken, seen uint64, pass *gatePass) sendResult {
-	if err := t.body.err; err != nil {
-		return sendResult{ErrorClass: errClassRequest, Error: err.Error()}
+	body, err := s.requestBody(t) // the event's, or the subscription's transformation of it (transform.go)
+	if err != nil {
+		return sendResult{ErrorClass: errClassRequest, Error: truncate(err.Error(), maxErrorLength)}
 	}
-	body := t.body.bytes
 	keys, headers, err := s.opened.of(t.sub, s.now(), s.sealer, seen)
+	if err == nil {
+		ctx, err = s.egressContext(ctx, t.sub) // the endpoint's proxy and client certificate (egress.go)
+	}
 	if err != nil {
 		var missing *secrets.MissingKeyError
 		return sendResult{ErrorClass: errClassRequest, Error: err.Error(), keyMissing: errors.As(err, &missing)}

@@ -263,8 +263,12 @@ func (s *Service) storeEvents(ctx context.Context, reqs []ingestRequest) ([]inge
 		}
 		n := 0
 		var requested []*Delivery
+		var input expressionInput // built for the first filter that needs it
 		for _, t := range targets[r.tenant] {
 			if !eventtype.AnyMatches(t.eventTypes, r.in.Type) {
+				continue
+			}
+			if t.filter != "" && !s.passesFilter(t, r.in, records[i].CreatedAt, &input) {
 				continue
 			}
 			n++
@@ -298,6 +302,28 @@ func (s *Service) storeEvents(ctx context.Context, reqs []ingestRequest) ([]inge
 		}
 	}
 	return out, nil
+}
+
+// passesFilter evaluates a subscription's filter on an event at fan-out: false, or an error (logged
+// and counted), means the subscription gets no delivery of it. input is the event as expressions see
+// it, decoded once for all the filters of one event.
+func (s *Service) passesFilter(t fanOutTarget, in EventInput, at time.Time, input *expressionInput) bool {
+	prg, err := s.filters.of(t.filter)
+	if err == nil && *input == nil {
+		*input, err = newExpressionInput(in.ID, in.Type, at, in.Data)
+	}
+	ok := false
+	if err == nil {
+		ok, err = filterMatches(prg, *input)
+	}
+	switch {
+	case err != nil:
+		s.metrics.filtered.WithLabelValues("error").Inc()
+		s.log.Debug("a subscription's filter failed on an event: no delivery", "subscription_id", t.id, "event_id", in.ID, "error", err)
+	case !ok:
+		s.metrics.filtered.WithLabelValues("false").Inc()
+	}
+	return ok
 }
 
 // requestBatch is the most deliveries one DeliveriesRequested message names: a consumer attempts them

@@ -55,7 +55,10 @@ func FuzzCreateSubscriptionNeverAnswers5xx(f *testing.F) {
 	f.Add([]byte(`{"url":"http://127.0.0.1:9/hooks","event_types":["order.*"],"description":"orders"}`))
 	f.Add([]byte(`{"url":"http://127.0.0.1:9/hooks","event_types":["*"],"enabled":false,"secret":"whsec_a2VlbHNvbi1kZW1vLXNlY3JldC1kby1ub3QtcmV1c2U="}`))
 	f.Add([]byte(`{"url":"ftp://x","event_types":[]}`))
+	f.Add([]byte(`{"url":"http://127.0.0.1:9/h","event_types":["*"],"filter":"data.amount > 100 && data.currency == \"EUR\""}`))
+	f.Add([]byte(`{"url":"http://127.0.0.1:9/h","event_types":["*"],"filter":"data.amount >"}`))
 	unstorableSeeds(f, "description")
+	unstorableSeeds(f, "filter")
 	f.Add([]byte(`{"url":"http://127.0.0.1:9/h\u0000","event_types":["a"]}`))
 	f.Add([]byte(`{"url":"http://127.0.0.1:9/h","event_types":["a\ud800"]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {

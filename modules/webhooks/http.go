@@ -75,24 +75,48 @@ func subscriptionAnswer(resp subscriptionResponse) *subscriptionOut {
 // --- subscriptions
 
 type createSubscriptionRequest struct {
-	URL         string            `json:"url"`
-	EventTypes  []string          `json:"event_types" nullable:"false" minItems:"1" maxItems:"50" doc:"1–50 patterns: an exact type, \"prefix.*\" or \"*\""`
-	Description string            `json:"description,omitempty"`
-	Secret      string            `json:"secret,omitempty" doc:"generated when absent"`
-	Enabled     *bool             `json:"enabled,omitempty" doc:"default true"`
-	Status      string            `json:"status,omitempty"`
-	Headers     map[string]string `json:"headers,omitempty"`
-	RateLimit   *float64          `json:"rate_limit,omitempty" doc:"requests per second, 0.1–10000; 0 or absent = no limit"`
+	URL                  string            `json:"url"`
+	EventTypes           []string          `json:"event_types" nullable:"false" minItems:"1" maxItems:"50" doc:"1–50 patterns: an exact type, \"prefix.*\" or \"*\""`
+	Description          string            `json:"description,omitempty"`
+	Secret               string            `json:"secret,omitempty" doc:"generated when absent"`
+	Enabled              *bool             `json:"enabled,omitempty" doc:"default true"`
+	Status               string            `json:"status,omitempty"`
+	Headers              map[string]string `json:"headers,omitempty"`
+	RateLimit            *float64          `json:"rate_limit,omitempty" doc:"requests per second, 0.1–10000; 0 or absent = no limit"`
+	Filter               string            `json:"filter,omitempty" doc:"a CEL expression (cel.dev) over the event, evaluated when it fans out: only events it accepts become deliveries to this subscription, after event_types matched. It sees id and type (strings), timestamp, and data (the event's data; JSON numbers are doubles and compare with ints as numbers) and must produce a bool, such as data.amount > 100 && data.currency == \"EUR\". An event it fails on (a missing field: guard with has(data.x); a type mismatch; its cost limit) is not delivered. Refused with 422 naming the line and column of the error. Absent or \"\" = every matching event."`
+	Transform            string            `json:"transform,omitempty" doc:"a CEL expression over the event (the variables of filter) producing the JSON object sent as the request body instead of the event's {id, type, timestamp, data}, such as {\"kind\": type, \"total\": data.amount, \"customer\": data.customer.id}: rename, drop or reshape fields. Evaluated at each attempt within a cost limit and signed like any body; an attempt it fails on (a missing field) fails with the reason. Refused with 422 naming the line and column of the error, or when it cannot produce an object. Absent or \"\" = the event's body."`
+	ProxyURL             string            `json:"proxy_url,omitempty" doc:"this endpoint's HTTP CONNECT proxy, http://host:port (no user information), instead of the deployment's WEBHOOKS_EGRESS_PROXY; the SSRF guard still judges the endpoint's address, and the proxy's like a target's"`
+	TLSClientCertificate string            `json:"tls_client_certificate,omitempty" doc:"PEM client certificate (and chain) presented to an https endpoint that asks for one (mTLS); needs tls_client_key"`
+	TLSClientKey         string            `json:"tls_client_key,omitempty" doc:"PEM private key of tls_client_certificate; stored sealed like the signing secret and never returned"`
+	TLSCABundle          string            `json:"tls_ca_bundle,omitempty" doc:"PEM certificates the endpoint's server certificate is verified against instead of the system roots"`
 }
 
 type updateSubscriptionRequest struct {
-	URL         *string            `json:"url,omitempty"`
-	EventTypes  *[]string          `json:"event_types,omitempty" minItems:"1" maxItems:"50"`
-	Description *string            `json:"description,omitempty"`
-	Enabled     *bool              `json:"enabled,omitempty"`
-	Status      *string            `json:"status,omitempty"`
-	Headers     *map[string]string `json:"headers,omitempty"`
-	RateLimit   *float64           `json:"rate_limit,omitempty" doc:"requests per second; 0 removes the limit"`
+	URL                  *string            `json:"url,omitempty"`
+	EventTypes           *[]string          `json:"event_types,omitempty" minItems:"1" maxItems:"50"`
+	Description          *string            `json:"description,omitempty"`
+	Enabled              *bool              `json:"enabled,omitempty"`
+	Status               *string            `json:"status,omitempty"`
+	Headers              *map[string]string `json:"headers,omitempty"`
+	RateLimit            *float64           `json:"rate_limit,omitempty" doc:"requests per second; 0 removes the limit"`
+	Filter               *string            `json:"filter,omitempty" doc:"a CEL expression over the event (see create); \"\" removes the filter"`
+	Transform            *string            `json:"transform,omitempty" doc:"a CEL expression producing the body sent (see create); \"\" sends the event's body again"`
+	ProxyURL             *string            `json:"proxy_url,omitempty" doc:"\"\" removes the endpoint's own proxy"`
+	TLSClientCertificate *string            `json:"tls_client_certificate,omitempty" doc:"replaces the client certificate; comes with tls_client_key, and \"\" in both removes them"`
+	TLSClientKey         *string            `json:"tls_client_key,omitempty" doc:"the new certificate's PEM private key; never returned"`
+	TLSCABundle          *string            `json:"tls_ca_bundle,omitempty" doc:"\"\" goes back to the system roots"`
+}
+
+func (r createSubscriptionRequest) input() SubscriptionInput {
+	return SubscriptionInput{URL: r.URL, EventTypes: r.EventTypes, Description: r.Description, Secret: r.Secret, Enabled: r.Enabled,
+		Status: r.Status, Headers: r.Headers, RateLimit: r.RateLimit, Filter: r.Filter, Transform: r.Transform,
+		Egress: EgressInput{ProxyURL: r.ProxyURL, TLSClientCertificate: r.TLSClientCertificate, TLSClientKey: r.TLSClientKey, TLSCABundle: r.TLSCABundle}}
+}
+
+func (r updateSubscriptionRequest) patch() SubscriptionPatch {
+	return SubscriptionPatch{URL: r.URL, EventTypes: r.EventTypes, Description: r.Description, Enabled: r.Enabled, Status: r.Status,
+		Headers: r.Headers, RateLimit: r.RateLimit, Filter: r.Filter, Transform: r.Transform,
+		Egress: EgressPatch{ProxyURL: r.ProxyURL, TLSClientCertificate: r.TLSClientCertificate, TLSClientKey: r.TLSClientKey, TLSCABundle: r.TLSCABundle}}
 }
 
 type subscriptionResponse struct {
@@ -116,6 +140,16 @@ type subscriptionResponse struct {
 	Warnings  []string          `json:"warnings,omitempty"` // patterns matching no catalogued type, on create and update
 	// RateLimit is the requests per second sent to it at most, across replicas; null = no limit.
 	RateLimit *float64 `json:"rate_limit"`
+	// Filter is the CEL expression an event must satisfy to be delivered; "" = none.
+	Filter string `json:"filter"`
+	// Transform is the CEL expression producing the body sent; "" = the event's body.
+	Transform string `json:"transform"`
+	// ProxyURL is the endpoint's own CONNECT proxy; "" = the deployment's, if any.
+	ProxyURL string `json:"proxy_url"`
+	// TLSClientCertificate is the client certificate presented (mTLS), "" = none; its key is never shown.
+	TLSClientCertificate string `json:"tls_client_certificate"`
+	// TLSCABundle is what the endpoint's certificate is verified against; "" = the system roots.
+	TLSCABundle string `json:"tls_ca_bundle"`
 }
 
 // toSubscriptionResponse never includes the secret; create and rotate add it explicitly.
@@ -128,7 +162,8 @@ func toSubscriptionResponse(s Subscription) subscriptionResponse {
 		ID: s.ID, URL: s.URL, EventTypes: types, Description: s.Description, Enabled: s.Enabled,
 		Status: s.Status, DisabledReason: nullable(s.DisabledReason),
 		LastSuccessAt: utc(s.Health.LastSuccessAt), LastFailureAt: utc(s.Health.LastFailureAt),
-		ConsecutiveFailures: s.Health.ConsecutiveFailures, Headers: s.Headers.redacted(), RateLimit: s.RateLimit,
+		ConsecutiveFailures: s.Health.ConsecutiveFailures, Headers: s.Headers.redacted(), RateLimit: s.RateLimit, Filter: s.Filter, Transform: s.Transform,
+		ProxyURL: s.ProxyURL, TLSClientCertificate: s.TLSClientCertificate, TLSCABundle: s.TLSCABundle,
 		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(), Version: s.Version.String(),
 	}
 }
@@ -138,7 +173,7 @@ type createSubscriptionIn struct {
 }
 
 func (h handlers) createSubscription(ctx context.Context, in *createSubscriptionIn) (*httpapi.Created[subscriptionResponse], error) {
-	sub, secret, err := h.s.CreateSubscription(ctx, SubscriptionInput(in.Body))
+	sub, secret, err := h.s.CreateSubscription(ctx, in.Body.input())
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +215,7 @@ type updateSubscriptionIn struct {
 }
 
 func (h handlers) updateSubscription(ctx context.Context, in *updateSubscriptionIn) (*subscriptionOut, error) {
-	sub, err := h.s.UpdateSubscription(ctx, in.ID, SubscriptionPatch(in.Body), in.If)
+	sub, err := h.s.UpdateSubscription(ctx, in.ID, in.Body.patch(), in.If)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +313,7 @@ type deliveryResponse struct {
 	UpdatedAt      time.Time          `json:"updated_at"`
 	Version        string             `json:"version"`
 	Attempts       *[]attemptResponse `json:"attempts,omitempty"`
-	Payload        json.RawMessage    `json:"payload,omitempty"` // detail only: the body every attempt sends
+	Payload        json.RawMessage    `json:"payload,omitempty"` // detail only: the body the attempts send (the subscription's transformation of the event, if it has one)
 }
 
 type attemptResponse struct {
@@ -362,7 +397,7 @@ func (h handlers) getDelivery(ctx context.Context, in *httpapi.ByID) (*deliveryO
 	if err != nil {
 		return nil, err
 	}
-	payload, err := h.s.EventPayload(ctx, d.EventID)
+	payload, err := h.s.deliveryPayload(ctx, d)
 	if err != nil {
 		return nil, err
 	}

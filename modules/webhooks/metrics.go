@@ -12,6 +12,7 @@ type metrics struct {
 	stale      prometheus.Counter       // requests dropped: their claim no longer current or already taken
 	putBack    *prometheus.CounterVec   // requests put back to wait, by reason
 	held       prometheus.Counter       // endpoints held because a request to them hung
+	filtered   *prometheus.CounterVec   // deliveries a subscription's filter left out at fan-out, by result
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -41,8 +42,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "keelson", Subsystem: "webhooks", Name: "endpoints_held_total",
 			Help: "Times a request had no response headers after WEBHOOKS_HANG_AFTER while its endpoint answered nothing else, so the endpoint was held until the request ended.",
 		}),
+		filtered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "keelson", Subsystem: "webhooks", Name: "filtered_out_total",
+			Help: "Deliveries not made because the subscription's filter did not accept the event, by result: false, or error (the expression failed on it: a missing field, a type mismatch, the cost limit).",
+		}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{m.deliveries, m.latency, m.backlog, m.stale, m.putBack, m.held} {
+	for _, c := range []prometheus.Collector{m.deliveries, m.latency, m.backlog, m.stale, m.putBack, m.held, m.filtered} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

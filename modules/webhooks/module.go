@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
@@ -74,6 +75,7 @@ const defaultSweepBatch = 500
 type Config struct {
 	AllowPrivateTargets bool            // allow loopback, private and link-local targets (dev and tests)
 	AllowedTargets      []string        // host:port pairs reached even when private (a receiver on the compose network)
+	EgressProxy         string          // HTTP CONNECT proxy of every request (ParseEgressProxy); "" = direct
 	SendTimeout         time.Duration   // HTTP timeout of one attempt
 	HangAfter           time.Duration   // no response headers after this long, and none from the endpoint meanwhile: hold it; 0 = 2 s
 	HoldFor             time.Duration   // how long an endpoint whose request timed out stays held before a probe; 0 = 30 s
@@ -188,6 +190,9 @@ func (c Config) Validate() error {
 	if _, err := egress.NewPolicy(c.AllowPrivateTargets, c.AllowedTargets); err != nil {
 		errs = append(errs, fmt.Errorf("webhooks: AllowedTargets: %w", err))
 	}
+	if _, err := ParseEgressProxy(c.EgressProxy); err != nil {
+		errs = append(errs, fmt.Errorf("webhooks: EgressProxy: %w", err))
+	}
 	if c.RetryAfterMax < 0 {
 		errs = append(errs, errors.New("webhooks: RetryAfterMax must not be negative"))
 	}
@@ -285,17 +290,19 @@ type Service struct {
 	jitter  func(time.Duration) time.Duration
 	tracer  trace.Tracer // nil: attempts record no span
 	// instance names this replica in claims and attempts (module.Deps.InstanceID, else hostname:pid).
-	instance string
-	gate     *sendGate
-	handling chan struct{}   // a place for each delivery being handled: Concurrency of them
-	handlers *warmGoroutines // the goroutines of a request message's deliveries
-	terms    *termsCache
-	sealer   sealer                                            // secrets and header values at rest; set by Register (none: stored as they are)
-	takes    *groupcommit.Batcher[takeRequest, takeResult]     // the take of each handled request, batched
-	outcomes *groupcommit.Batcher[outcome, committed]          // the outcome of each send, batched
-	ingests  *groupcommit.Batcher[ingestRequest, ingestResult] // events ingested outside a unit of work, batched
-	putBacks *groupcommit.Batcher[putBackRequest, bool]        // untaken claims released to wait, batched
-	opened   *openedCache                                      // subscriptions' opened keys and headers, per row version
+	instance   string
+	gate       *sendGate
+	handling   chan struct{}   // a place for each delivery being handled: Concurrency of them
+	handlers   *warmGoroutines // the goroutines of a request message's deliveries
+	terms      *termsCache
+	sealer     sealer                                            // secrets and header values at rest; set by Register (none: stored as they are)
+	takes      *groupcommit.Batcher[takeRequest, takeResult]     // the take of each handled request, batched
+	outcomes   *groupcommit.Batcher[outcome, committed]          // the outcome of each send, batched
+	ingests    *groupcommit.Batcher[ingestRequest, ingestResult] // events ingested outside a unit of work, batched
+	putBacks   *groupcommit.Batcher[putBackRequest, bool]        // untaken claims released to wait, batched
+	opened     *openedCache                                      // subscriptions' opened keys and headers, per row version
+	filters    *programs                                         // compiled subscription filters, by expression
+	transforms *programs                                         // compiled subscription transformations, by expression
 }
 
 // NewService wires the service; cfg must have passed Validate.
@@ -329,8 +336,11 @@ func NewService(cfg Config, db *database.DB, events module.EventPublisher, catal
 		sender: newSender(cfg.SendTimeout, targets, cfg.Concurrency, time.Now),
 		log:    log, metrics: met, now: database.Now, jitter: jitter, instance: defaultInstance(),
 		gate: newSendGate(cfg.Concurrency, cfg.EndpointConcurrency, time.Now), terms: &termsCache{}, opened: &openedCache{},
+		filters: newPrograms(filterExpression, expressionCacheSize), transforms: newPrograms(transformExpression, expressionCacheSize),
 		handling: make(chan struct{}, cfg.Concurrency), handlers: newWarmGoroutines(5 * time.Second),
 	}
+	proxy, _ := ParseEgressProxy(cfg.EgressProxy) // checked by Validate
+	svc.sender.client.Transport = newEgressTransports(svc.sender.client.Transport.(*http.Transport), proxy, targets, cfg.SendTimeout)
 	svc.sender.hangAfter = cfg.HangAfter
 	svc.takes = groupcommit.New(takeBatch, svc.writeTakes)
 	svc.takes.Split = groupcommit.OncePer(func(r takeRequest) uuid.UUID { return r.DeliveryID }) // a delivery once per batch

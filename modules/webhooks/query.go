@@ -2,7 +2,6 @@ package webhooks
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/google/uuid"
 )
@@ -18,15 +17,6 @@ func (s *Service) Delivery(ctx context.Context, id uuid.UUID) (Delivery, []Attem
 		return Delivery{}, nil, err
 	}
 	return *d, attempts, nil
-}
-
-// EventPayload is the request body every attempt of the event's deliveries sends.
-func (s *Service) EventPayload(ctx context.Context, eventID string) (json.RawMessage, error) {
-	ev, err := s.store.event(ctx, eventID)
-	if err != nil {
-		return nil, err
-	}
-	return ev.body()
 }
 
 // Deliveries lists deliveries newest first, older than the delivery id before (uuid.Nil = from the newest).

@@ -81,7 +81,7 @@ func (s sealer) reseal(stored, aad string) (string, error) {
 }
 
 // resealSubscriptions is `keelson secrets reencrypt` for the module: it seals, under the current key,
-// the secrets and header values of at most batch subscriptions still holding plaintext or values
+// the secrets, header values and TLS client keys of at most batch subscriptions still holding plaintext or values
 // under an older key, and returns how many rows it rewrote (0 = none left). Rows are locked while
 // rewritten, so a concurrent rotation or change waits and then sees the resealed values.
 func (s *Service) resealSubscriptions(ctx context.Context, batch int) (int, error) {
@@ -93,8 +93,9 @@ func (s *Service) resealSubscriptions(ctx context.Context, batch int) (int, erro
 	rewritten := 0
 	err := s.db.WithTx(ctx, func(ctx context.Context) error {
 		var rows []Subscription
-		err := s.store.conn(ctx).Raw(`SELECT id, secret, previous_secrets, headers FROM webhook_subscriptions
+		err := s.store.conn(ctx).Raw(`SELECT id, secret, previous_secrets, headers, tls_client_key FROM webhook_subscriptions
 			WHERE (secret <> '' AND NOT starts_with(secret, @prefix))
+				OR (tls_client_key <> '' AND NOT starts_with(tls_client_key, @prefix))
 				OR EXISTS (SELECT 1 FROM jsonb_array_elements(previous_secrets) p WHERE NOT starts_with(p->>'secret', @prefix))
 				OR EXISTS (SELECT 1 FROM jsonb_each_text(headers::jsonb) h WHERE NOT starts_with(h.value, @prefix))
 			ORDER BY id LIMIT @batch FOR UPDATE`, sql.Named("prefix", prefix), sql.Named("batch", batch)).Scan(&rows).Error
@@ -130,8 +131,14 @@ func (s *Service) resealRow(ctx context.Context, row Subscription) error {
 			return err
 		}
 	}
-	return s.store.conn(ctx).Exec(`UPDATE webhook_subscriptions SET secret = ?, previous_secrets = ?, headers = ? WHERE id = ?`,
-		secret, previous, headers, row.ID).Error
+	tlsKey := row.TLSClientKey
+	if tlsKey != "" {
+		if tlsKey, err = s.sealer.reseal(tlsKey, tlsKeyAAD(row.ID)); err != nil {
+			return err
+		}
+	}
+	return s.store.conn(ctx).Exec(`UPDATE webhook_subscriptions SET secret = ?, previous_secrets = ?, headers = ?, tls_client_key = ? WHERE id = ?`,
+		secret, previous, headers, tlsKey, row.ID).Error
 }
 
 // secretExpirySchedule wipes rotated-out secrets once they stopped signing.

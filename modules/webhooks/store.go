@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -143,6 +144,7 @@ func (s store) takeClaims(ctx context.Context, terms takeTerms, reqs []takeReque
 			&d.RoundFailures, &d.NextTrigger, &d.NextAttemptAt, &d.ClaimID, &d.SentClaimID, &d.ClaimedBy,
 			&d.LastStatusCode, &d.LastError, &d.CreatedAt, &d.UpdatedAt, &d.Version, &attemptID, &started,
 			&sub.URL, &sub.Secret, &sub.PreviousSecrets, &sub.Headers, &sub.Version,
+			&sub.ProxyURL, &sub.TLSClientCertificate, &sub.TLSClientKey, &sub.TLSCABundle, &sub.Transform,
 			&ev.Type, &ev.Data, &ev.CreatedAt); err != nil {
 			return nil, fmt.Errorf("take %d claims: %w", n, err)
 		}
@@ -183,7 +185,8 @@ func (s store) subscriptions(ctx context.Context, after uuid.UUID, limit int) ([
 type fanOutTarget struct {
 	id         uuid.UUID
 	eventTypes patternSet
-	failing    bool // queries.FailingHealth, or held (breaker.go): its new deliveries wait for the sweep
+	filter     string // a CEL expression the event must satisfy; "" = none
+	failing    bool   // queries.FailingHealth, or held (breaker.go): its new deliveries wait for the sweep
 }
 
 // succeededHealth says, of a subscription's health row h, that its last attempt, on any replica,
@@ -207,7 +210,7 @@ func (s store) fanOutTargets(ctx context.Context, tenants []uuid.UUID) (map[uuid
 	for rows.Next() {
 		var tenant uuid.UUID
 		var t fanOutTarget
-		if err := rows.Scan(&tenant, &t.id, &t.eventTypes, &t.failing); err != nil {
+		if err := rows.Scan(&tenant, &t.id, &t.eventTypes, &t.filter, &t.failing); err != nil {
 			return nil, err
 		}
 		out[tenant] = append(out[tenant], t)
@@ -258,6 +261,16 @@ func (s store) event(ctx context.Context, id string) (*eventRecord, error) {
 		return nil, notFound(err, "event", id)
 	}
 	return &ev, nil
+}
+
+// transformOf is a subscription's transformation, deleted or not ("" = none).
+func (s store) transformOf(ctx context.Context, id uuid.UUID) (string, error) {
+	var transform string
+	err := s.conn(ctx).Raw(`SELECT transform FROM webhook_subscriptions WHERE id = ?`, id).Row().Scan(&transform)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return transform, err
 }
 
 func (s store) countDeliveries(ctx context.Context, eventID string) (int, error) {

@@ -48,7 +48,18 @@ type Subscription struct {
 	// Headers are sent with every attempt; their values are held sealed like the secret, and shown redacted.
 	Headers headerMap `gorm:"column:headers"`
 	// RateLimit caps the requests per second sent to it, across replicas; nil = no limit.
-	RateLimit *float64           `gorm:"column:rate_limit"`
+	RateLimit *float64 `gorm:"column:rate_limit"`
+	// Filter is a CEL expression over the event (expression.go); "" delivers every event its patterns match.
+	Filter string `gorm:"column:filter"`
+	// ProxyURL is the endpoint's own CONNECT proxy ("" = the deployment's, if any); the TLS fields are
+	// its client certificate, its key (sealed like the secret) and the CA bundle it is verified
+	// against (egress.go).
+	ProxyURL             string `gorm:"column:proxy_url"`
+	TLSClientCertificate string `gorm:"column:tls_client_certificate"`
+	TLSClientKey         string `gorm:"column:tls_client_key"`
+	TLSCABundle          string `gorm:"column:tls_ca_bundle"`
+	// Transform is a CEL expression producing the body sent instead of the event\'s ("" = the event\'s).
+	Transform string             `gorm:"column:transform"`
 	CreatedAt time.Time          `gorm:"column:created_at"`
 	UpdatedAt time.Time          `gorm:"column:updated_at"`
 	DeletedAt *time.Time         `gorm:"column:deleted_at"`
@@ -71,6 +82,9 @@ type SubscriptionInput struct {
 	Status      string
 	Headers     map[string]string
 	RateLimit   *float64 // requests per second; nil or 0 = no limit
+	Filter      string   // a CEL expression over the event; "" = none
+	Transform   string   // a CEL expression producing the body sent; "" = the event's
+	Egress      EgressInput
 }
 
 // SubscriptionPatch changes a subscription; nil fields are left as they are. Enabled true resumes,
@@ -83,6 +97,9 @@ type SubscriptionPatch struct {
 	Status      *string
 	Headers     *map[string]string // replaces the set; an empty map removes them all
 	RateLimit   *float64           // requests per second; 0 removes the limit
+	Filter      *string            // "" removes the filter
+	Transform   *string            // "" sends the event's body again
+	Egress      EgressPatch
 }
 
 // newSubscription validates the input and returns the subscription, its secret and header values
@@ -107,6 +124,9 @@ func newSubscription(in SubscriptionInput, now time.Time, targets egress.Policy,
 	checkErr(&v, "headers", err)
 	rate, err := normalizeRateLimit(in.RateLimit)
 	checkErr(&v, "rate_limit", err)
+	checkErr(&v, "filter", validateExpression(in.Filter, filterExpression))
+	checkErr(&v, "transform", validateExpression(in.Transform, transformExpression))
+	in.Egress.validate(&v, targets)
 	secret := in.Secret
 	if secret != "" {
 		_, err := signing.SecretKey(secret)
@@ -133,7 +153,10 @@ func newSubscription(in SubscriptionInput, now time.Time, targets egress.Policy,
 	}
 	sub := &Subscription{
 		ID: id, URL: in.URL, EventTypes: patterns, Description: in.Description,
-		Secret: sealedSecret, Headers: headers, RateLimit: rate, CreatedAt: now, UpdatedAt: now,
+		Secret: sealedSecret, Headers: headers, RateLimit: rate, Filter: in.Filter, Transform: in.Transform, CreatedAt: now, UpdatedAt: now,
+	}
+	if err := sub.setEgress(in.Egress, seal); err != nil {
+		return nil, "", err
 	}
 	sub.setStatus(status, manualReason(status))
 	return sub, secret, nil
@@ -179,8 +202,24 @@ func (s *Subscription) apply(p SubscriptionPatch, now time.Time, targets egress.
 		rate, err = normalizeRateLimit(p.RateLimit)
 		checkErr(&v, "rate_limit", err)
 	}
+	if p.Filter != nil {
+		checkErr(&v, "filter", validateExpression(*p.Filter, filterExpression))
+	}
+	if p.Transform != nil {
+		checkErr(&v, "transform", validateExpression(*p.Transform, transformExpression))
+	}
+	p.Egress.validate(&v, targets)
 	if err := v.Err(); err != nil {
 		return err
+	}
+	if p.Transform != nil {
+		s.Transform = *p.Transform
+	}
+	if err := s.patchEgress(p.Egress, seal); err != nil {
+		return err
+	}
+	if p.Filter != nil {
+		s.Filter = *p.Filter
 	}
 	if p.Headers != nil {
 		sealed, err := seal.sealHeaders(s.ID, headers)
@@ -245,7 +284,7 @@ func (s *Subscription) setPreviousSecrets(p previousSecrets) {
 // markDeleted hides the subscription and wipes its secrets and header values: nothing is left to leak;
 // deliveries already made keep their history.
 func (s *Subscription) markDeleted(now time.Time) {
-	s.Secret, s.Headers = "", headerMap{}
+	s.Secret, s.Headers, s.TLSClientKey = "", headerMap{}, ""
 	s.setPreviousSecrets(nil)
 	s.DeletedAt = &now
 	s.Enabled = false

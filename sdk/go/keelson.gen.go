@@ -188,8 +188,14 @@ type CreateSubscriptionRequest struct {
 	Enabled *bool `json:"enabled,omitempty"`
 
 	// EventTypes 1–50 patterns: an exact type, "prefix.*" or "*"
-	EventTypes []string           `json:"event_types"`
-	Headers    *map[string]string `json:"headers,omitempty"`
+	EventTypes []string `json:"event_types"`
+
+	// Filter a CEL expression (cel.dev) over the event, evaluated when it fans out: only events it accepts become deliveries to this subscription, after event_types matched. It sees id and type (strings), timestamp, and data (the event's data; JSON numbers are doubles and compare with ints as numbers) and must produce a bool, such as data.amount > 100 && data.currency == "EUR". An event it fails on (a missing field: guard with has(data.x); a type mismatch; its cost limit) is not delivered. Refused with 422 naming the line and column of the error. Absent or "" = every matching event.
+	Filter  *string            `json:"filter,omitempty"`
+	Headers *map[string]string `json:"headers,omitempty"`
+
+	// ProxyUrl this endpoint's HTTP CONNECT proxy, http://host:port (no user information), instead of the deployment's WEBHOOKS_EGRESS_PROXY; the SSRF guard still judges the endpoint's address, and the proxy's like a target's
+	ProxyUrl *string `json:"proxy_url,omitempty"`
 
 	// RateLimit requests per second, 0.1–10000; 0 or absent = no limit
 	RateLimit *float64 `json:"rate_limit,omitempty"`
@@ -197,7 +203,19 @@ type CreateSubscriptionRequest struct {
 	// Secret generated when absent
 	Secret *string `json:"secret,omitempty"`
 	Status *string `json:"status,omitempty"`
-	Url    string  `json:"url"`
+
+	// TlsCaBundle PEM certificates the endpoint's server certificate is verified against instead of the system roots
+	TlsCaBundle *string `json:"tls_ca_bundle,omitempty"`
+
+	// TlsClientCertificate PEM client certificate (and chain) presented to an https endpoint that asks for one (mTLS); needs tls_client_key
+	TlsClientCertificate *string `json:"tls_client_certificate,omitempty"`
+
+	// TlsClientKey PEM private key of tls_client_certificate; stored sealed like the signing secret and never returned
+	TlsClientKey *string `json:"tls_client_key,omitempty"`
+
+	// Transform a CEL expression over the event (the variables of filter) producing the JSON object sent as the request body instead of the event's {id, type, timestamp, data}, such as {"kind": type, "total": data.amount, "customer": data.customer.id}: rename, drop or reshape fields. Evaluated at each attempt within a cost limit and signed like any body; an attempt it fails on (a missing field) fails with the reason. Refused with 422 naming the line and column of the error, or when it cannot produce an object. Absent or "" = the event's body.
+	Transform *string `json:"transform,omitempty"`
+	Url       string  `json:"url"`
 }
 
 // CreateTenantRequest defines model for CreateTenantRequest.
@@ -491,19 +509,24 @@ type SubscriptionResponse struct {
 	DisabledReason      *string           `json:"disabled_reason"`
 	Enabled             bool              `json:"enabled"`
 	EventTypes          *[]string         `json:"event_types"`
+	Filter              string            `json:"filter"`
 	Headers             map[string]string `json:"headers"`
 	Id                  string            `json:"id"`
 	LastFailureAt       *time.Time        `json:"last_failure_at"`
 	LastSuccessAt       *time.Time        `json:"last_success_at"`
+	ProxyUrl            string            `json:"proxy_url"`
 	RateLimit           *float64          `json:"rate_limit"`
 
 	// Secret shown by create and rotate only; a replay under the same Idempotency-Key leaves it out (Idempotent-Redacted: secret)
-	Secret    *string   `json:"secret,omitempty"`
-	Status    string    `json:"status"`
-	UpdatedAt time.Time `json:"updated_at"`
-	Url       string    `json:"url"`
-	Version   string    `json:"version"`
-	Warnings  *[]string `json:"warnings,omitempty"`
+	Secret               *string   `json:"secret,omitempty"`
+	Status               string    `json:"status"`
+	TlsCaBundle          string    `json:"tls_ca_bundle"`
+	TlsClientCertificate string    `json:"tls_client_certificate"`
+	Transform            string    `json:"transform"`
+	UpdatedAt            time.Time `json:"updated_at"`
+	Url                  string    `json:"url"`
+	Version              string    `json:"version"`
+	Warnings             *[]string `json:"warnings,omitempty"`
 }
 
 // SubscriptionStats defines model for SubscriptionStats.
@@ -548,15 +571,33 @@ type TokenResponse struct {
 
 // UpdateSubscriptionRequest defines model for UpdateSubscriptionRequest.
 type UpdateSubscriptionRequest struct {
-	Description *string            `json:"description,omitempty"`
-	Enabled     *bool              `json:"enabled,omitempty"`
-	EventTypes  *[]string          `json:"event_types,omitempty"`
-	Headers     *map[string]string `json:"headers,omitempty"`
+	Description *string   `json:"description,omitempty"`
+	Enabled     *bool     `json:"enabled,omitempty"`
+	EventTypes  *[]string `json:"event_types,omitempty"`
+
+	// Filter a CEL expression over the event (see create); "" removes the filter
+	Filter  *string            `json:"filter,omitempty"`
+	Headers *map[string]string `json:"headers,omitempty"`
+
+	// ProxyUrl "" removes the endpoint's own proxy
+	ProxyUrl *string `json:"proxy_url,omitempty"`
 
 	// RateLimit requests per second; 0 removes the limit
 	RateLimit *float64 `json:"rate_limit,omitempty"`
 	Status    *string  `json:"status,omitempty"`
-	Url       *string  `json:"url,omitempty"`
+
+	// TlsCaBundle "" goes back to the system roots
+	TlsCaBundle *string `json:"tls_ca_bundle,omitempty"`
+
+	// TlsClientCertificate replaces the client certificate; comes with tls_client_key, and "" in both removes them
+	TlsClientCertificate *string `json:"tls_client_certificate,omitempty"`
+
+	// TlsClientKey the new certificate's PEM private key; never returned
+	TlsClientKey *string `json:"tls_client_key,omitempty"`
+
+	// Transform a CEL expression producing the body sent (see create); "" sends the event's body again
+	Transform *string `json:"transform,omitempty"`
+	Url       *string `json:"url,omitempty"`
 }
 
 // WindowStats defines model for WindowStats.

@@ -2,7 +2,8 @@ WITH r AS (
     SELECT * FROM unnest(CAST(@ids AS text[])::uuid[], CAST(@tenants AS text[])::uuid[], CAST(@claims AS text[])::uuid[],
         CAST(@attempts AS text[])::uuid[], CAST(@slots AS timestamptz[])) AS r(id, tenant, claim, attempt, slot)),
 sub AS (
-    SELECT s.id, s.url, s.secret, s.previous_secrets, s.headers, s.xmin
+    SELECT s.id, s.url, s.secret, s.previous_secrets, s.headers, s.xmin,
+        s.proxy_url, s.tls_client_certificate, s.tls_client_key, s.tls_ca_bundle, s.transform
     FROM webhook_subscriptions s
     WHERE s.id IN (SELECT d0.subscription_id FROM r JOIN webhook_deliveries d0 ON d0.id = r.id AND d0.tenant_id = r.tenant)
         AND s.status = 'active' AND s.deleted_at IS NULL
@@ -35,6 +36,7 @@ SELECT d.id, d.tenant_id, d.subscription_id, d.event_id, d.event_type, d.status,
     d.round_failures, d.next_trigger, d.next_attempt_at, d.claim_id, d.sent_claim_id, d.claimed_by,
     d.last_status_code, d.last_error, d.created_at, d.updated_at, d.xmin, d.attempt, d.started,
     s.url, s.secret, s.previous_secrets, s.headers, s.xmin,
+    s.proxy_url, s.tls_client_certificate, s.tls_client_key, s.tls_ca_bundle, s.transform,
     e.type, e.data, e.created_at
 FROM taken d
 JOIN sub s ON s.id = d.subscription_id

@@ -209,7 +209,7 @@ var Variables = []Variable{
 	durationVar("WEBHOOKS_SEND_TIMEOUT", "15s", time.Millisecond, func(c *Config) *time.Duration { return &c.WebhooksSendTimeout },
 		"HTTP timeout of one delivery attempt (the low end of the Standard Webhooks recommendation, 15–30 s)"),
 	durationVar("WEBHOOKS_HANG_AFTER", "2s", time.Millisecond, func(c *Config) *time.Duration { return &c.WebhooksHangAfter },
-		"a request with no response headers after this long, while no other request to its endpoint was answered, holds the endpoint: no more of its deliveries take send slots until that request ends ([fairness](webhooks.md#fairness)); the request itself runs on to the send timeout"),
+		"a request with no response headers after this long, while no other request to its endpoint was answered, holds the endpoint: no more of its deliveries take send slots until that request ends ([fairness](webhooks.md#holding-endpoints-that-hang)); the request itself runs on to the send timeout"),
 	durationVar("WEBHOOKS_HOLD_FOR", "30s", time.Second, func(c *Config) *time.Duration { return &c.WebhooksHoldFor },
 		"how long an endpoint whose request timed out stays held before one delivery probes it again (the circuit breaker's cool-down)"),
 	{Name: "WEBHOOKS_CLAIM_LEASE", Default: "2m",

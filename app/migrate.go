@@ -71,7 +71,8 @@ func untilReachable(ctx context.Context, logger *slog.Logger, wait time.Duration
 		err := connect()
 		var opErr *net.OpError
 		var dnsErr *net.DNSError
-		if err == nil || !(errors.As(err, &opErr) || errors.As(err, &dnsErr)) || time.Now().After(deadline) {
+		notYet := errors.As(err, &opErr) || errors.As(err, &dnsErr)
+		if err == nil || !notYet || time.Now().After(deadline) {
 			return err
 		}
 		logger.Warn("the database does not accept connections yet: retrying", "error", err.Error(), "until", deadline.Format(time.RFC3339))

@@ -13,10 +13,7 @@ import (
 )
 
 // The module's own shapes: a field renamed there fails this build, not a page.
-type (
-	delivery = webhooks.DeliveryResponse
-	attempt  = webhooks.AttemptResponse
-)
+type delivery = webhooks.DeliveryResponse
 
 // deliveryFilter is the deliveries page's form.
 type deliveryFilter struct {

@@ -248,23 +248,8 @@ func (l *Links) Revoke(ctx context.Context, tenant, id uuid.UUID) (PortalLink, e
 	}
 	// The sessions' rows stay until they expire, so a customer still in the portal is told it ended;
 	// none opens again (the link is checked at every request), and their API tokens stop now.
-	rows, err := l.db.QueryContext(ctx, `SELECT api_token_id FROM console_sessions WHERE portal_link_id = $1`, id)
+	tokens, err := l.sessionTokens(ctx, id)
 	if err != nil {
-		return PortalLink{}, err
-	}
-	var tokens []uuid.UUID
-	for rows.Next() {
-		var tok uuid.NullUUID
-		if err := rows.Scan(&tok); err != nil {
-			rows.Close()
-			return PortalLink{}, err
-		}
-		if tok.Valid {
-			tokens = append(tokens, tok.UUID)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return PortalLink{}, err
 	}
 	for _, tok := range tokens {
@@ -273,6 +258,26 @@ func (l *Links) Revoke(ctx context.Context, tenant, id uuid.UUID) (PortalLink, e
 		}
 	}
 	return link, nil
+}
+
+// sessionTokens are the API tokens of the sessions link opened.
+func (l *Links) sessionTokens(ctx context.Context, link uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT api_token_id FROM console_sessions WHERE portal_link_id = $1`, link)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var tokens []uuid.UUID
+	for rows.Next() {
+		var tok uuid.NullUUID
+		if err := rows.Scan(&tok); err != nil {
+			return nil, err
+		}
+		if tok.Valid {
+			tokens = append(tokens, tok.UUID)
+		}
+	}
+	return tokens, rows.Err()
 }
 
 // Why a link does not open; each is a page of its own, none says more than it must.

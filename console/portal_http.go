@@ -43,7 +43,7 @@ type createLinkIn struct {
 	Body struct {
 		Tenant     string   `json:"tenant,omitempty" doc:"tenant name or id; default the caller's. Only the default tenant's admin tokens make links of other tenants."`
 		Name       string   `json:"name,omitempty" doc:"who the link is for, shown to them in the portal"`
-		EventTypes []string `json:"event_types,omitempty" doc:"event type patterns the customer may subscribe to and see; absent = every one"`
+		EventTypes []string `json:"event_types,omitempty" nullable:"false" doc:"event type patterns the customer may subscribe to and see; absent = every one"`
 		ReadOnly   bool     `json:"read_only,omitempty" doc:"the customer sees endpoints and deliveries and changes nothing"`
 		Once       bool     `json:"once,omitempty" doc:"the link opens one session only"`
 		ExpiresIn  string   `json:"expires_in,omitempty" doc:"how long the link (and any session it opens) lasts: 30m, 24h or 7d; at most 30d; absent = 24h"`

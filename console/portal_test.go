@@ -241,3 +241,36 @@ func TestAFramedPortalNamesItsAncestorsAndTheOperatorsConsoleStaysUnframable(t *
 		t.Fatal("the operator's sign-in may be framed")
 	}
 }
+
+func TestTheOverviewCountsNothingOfAnotherTenantAndRefusesAMalformedIdNamingTheField(t *testing.T) {
+	c := startCluster(t)
+	acme, globex := tenantWith(t, c.a, "acme"), tenantWith(t, c.a, "globex")
+	rc := newReceiver(t, http.StatusNoContent)
+	theirs := subscribeAs(t, c.a, globex, rc.URL+"/g")
+	if res := c.a.Do(t, http.MethodPost, "/api/v1/webhooks/events", map[string]any{"type": "order.created", "data": map[string]any{}},
+		"Authorization", "Bearer "+globex); res.Status != http.StatusAccepted {
+		t.Fatalf("publish: %d %s", res.Status, res.Body)
+	}
+	type overview struct {
+		Items []struct {
+			SubscriptionID string `json:"subscription_id"`
+			Succeeded      int    `json:"succeeded"`
+		} `json:"items"`
+	}
+	ask := func(token string) overview {
+		res := c.a.Do(t, http.MethodGet, "/api/v1/webhooks/overview?subscription_ids="+theirs.ID, nil, "Authorization", "Bearer "+token)
+		if res.Status != http.StatusOK {
+			t.Fatalf("overview: %d %s", res.Status, res.Body)
+		}
+		return hosttest.Decode[overview](t, res)
+	}
+	hosttest.Eventually(t, 30*time.Second, func() bool { o := ask(globex); return len(o.Items) == 1 && o.Items[0].Succeeded == 1 },
+		"the owner's overview counts the delivery")
+	if o := ask(acme); len(o.Items) != 1 || o.Items[0].Succeeded != 0 {
+		t.Fatalf("another tenant's overview counts %+v", o)
+	}
+	bad := c.a.Do(t, http.MethodGet, "/api/v1/webhooks/overview?subscription_ids=nope", nil, "Authorization", "Bearer "+acme)
+	if bad.Status != http.StatusBadRequest || !strings.Contains(string(bad.Body), "subscription_ids") {
+		t.Fatalf("a malformed id answered %d %s", bad.Status, bad.Body)
+	}
+}

@@ -123,15 +123,20 @@ func TestWhatTheDocumentAllowsTheServerAcceptsAndWhatItRefusesTheServerRefuses(t
 	a.allowed(http.StatusOK, "POST", "/admin/tenants/"+tenant+"/enable", "")
 	a.refused("POST", "/admin/tokens", `{"scopes":null}`)
 	a.refused("POST", "/admin/tokens", `{}`)
+	a.refused("POST", "/admin/tokens", `{"scopes":[]}`)
 
 	// Conversations.
 	conv := idOf(t, a.allowed(http.StatusCreated, "POST", "/conversations", `{"title":"Agreement"}`))
 	a.allowed(http.StatusOK, "PATCH", "/conversations/"+conv, `{"title":"Renamed"}`)
+	a.allowed(http.StatusOK, "PATCH", "/conversations/"+conv, `{"title":"`+strings.Repeat("é", 200)+`"}`)
 	a.allowed(http.StatusCreated, "POST", "/conversations/"+conv+"/messages", `{"content":"hello"}`, "Idempotency-Key", "m-"+suffix)
 	a.allowed(http.StatusOK, "GET", "/conversations/"+conv+"/messages?limit=200", "")
 	a.refused("POST", "/conversations", `{"title":null}`)
 	a.refused("PATCH", "/conversations/"+conv, `{"title":null}`)
 	a.refused("POST", "/conversations/"+conv+"/messages", `{"content":null}`)
+	a.refused("POST", "/conversations", `{"title":""}`)
+	a.refused("POST", "/conversations", `{"title":"`+strings.Repeat("é", 201)+`"}`)
+	a.refused("POST", "/conversations/"+conv+"/messages", `{"content":""}`)
 
 	// Webhook subscriptions, at their smallest and their fullest.
 	sub := idOf(t, a.allowed(http.StatusCreated, "POST", "/webhooks/subscriptions", `{"url":"`+receiver.URL+`/a","event_types":["*"]}`))
@@ -142,11 +147,14 @@ func TestWhatTheDocumentAllowsTheServerAcceptsAndWhatItRefusesTheServerRefuses(t
 	a.allowed(http.StatusOK, "POST", "/webhooks/subscriptions/"+full+"/resume", "")
 	a.allowed(http.StatusOK, "POST", "/webhooks/subscriptions/"+full+"/rotate-secret", `{"expire_previous_in":"1h"}`)
 	a.refused("POST", "/webhooks/subscriptions", `{"url":"`+receiver.URL+`/c","event_types":null}`)
+	a.refused("POST", "/webhooks/subscriptions", `{"url":"`+receiver.URL+`/c","event_types":[]}`)
+	a.refused("PATCH", "/webhooks/subscriptions/"+sub, `{"event_types":[]}`)
 
 	// Events, deliveries and redelivery.
 	a.allowed(http.StatusAccepted, "POST", "/webhooks/events", `{"type":"order.created","data":{"n":1}}`)
 	a.allowed(http.StatusAccepted, "POST", "/webhooks/events", `{"id":"evt-`+suffix+`","type":"order.created","data":{"n":2}}`)
 	a.refused("POST", "/webhooks/events", `{"type":"order.created","data":null}`)
+	a.refused("POST", "/webhooks/events", `{"type":"order.created","data":[1]}`)
 	var delivery string
 	deadline := time.Now().Add(30 * time.Second)
 	for delivery == "" {

@@ -30,11 +30,11 @@ type messageResponse struct {
 }
 
 type titleRequest struct {
-	Title *string `json:"title" nullable:"false"` // a pointer to tell absent from empty; null is refused
+	Title *string `json:"title" nullable:"false" minLength:"1" maxLength:"200"` // a pointer to tell absent from empty; null is refused
 }
 
 type messageRequest struct {
-	Content *string `json:"content" nullable:"false"`
+	Content *string `json:"content" nullable:"false" minLength:"1" maxLength:"100000"`
 }
 
 func toConversationResponse(c *Conversation) conversationResponse {

@@ -21,7 +21,7 @@ const (
 	OpGetSubscription     = "getWebhookSubscription"
 	OpUpdateSubscription  = "updateWebhookSubscription"
 	OpDeleteSubscription  = "deleteWebhookSubscription"
-	OpRotateSecret        = "rotateWebhookSecret"
+	OpRotateSecret        = "rotateWebhookSecret" //nolint:gosec // an operation id, no credential
 	OpPauseSubscription   = "pauseWebhookSubscription"
 	OpResumeSubscription  = "resumeWebhookSubscription"
 	OpSubscriptionStats   = "getWebhookSubscriptionStats"

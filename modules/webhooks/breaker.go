@@ -13,7 +13,7 @@ import (
 	"github.com/keelson/keelson/platform/tenancy"
 )
 
-// Holding endpoints that hang (docs/webhooks.md#fairness).
+// Holding endpoints that hang (docs/webhooks.md#holding-endpoints-that-hang).
 //
 // An endpoint is held while webhook_subscription_health.held_until is set: the fan-out leaves its new
 // deliveries unclaimed and the sweep claims none of them before held_until, so no replica hands them

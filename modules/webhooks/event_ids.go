@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/queries"
 	"github.com/keelson/keelson/platform/tenancy"
 )
 
@@ -18,8 +19,8 @@ func (s store) sameEvent(ctx context.Context, ev *eventRecord) (bool, error) {
 		return false, err
 	}
 	var same bool
-	err = s.conn(ctx).Raw(`SELECT type = ? AND data = ?::jsonb FROM webhook_events WHERE tenant_id = ? AND id = ?`,
-		ev.Type, string(ev.Data), tenant, ev.ID).Row().Scan(&same)
+	q := queries.SameEvent{Tenant: tenant, ID: ev.ID, Type: ev.Type, Data: string(ev.Data)}
+	err = s.conn(ctx).Raw(q.SQL(), q.Args()...).Row().Scan(&same)
 	if err != nil {
 		return false, fmt.Errorf("compare event %s: %w", ev.ID, err)
 	}

@@ -33,8 +33,11 @@ func postEvent(h *harness, eventType string, i int) (string, error) {
 	var body struct {
 		ID string `json:"id"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusAccepted {
-		return "", fmt.Errorf("POST /events: %d %v", resp.StatusCode, err)
+	if resp.StatusCode != http.StatusAccepted {
+		return "", fmt.Errorf("POST /events: %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return "", fmt.Errorf("POST /events: %w", err)
 	}
 	return body.ID, nil
 }
@@ -63,7 +66,7 @@ func (f *firstArrivals) of(id string) (time.Time, bool) {
 
 func TestAHealthyEndpointBesideFiftyHangingOnesOnTwoReplicasGetsItsEventsWithinThreeSecondsAtP95(t *testing.T) {
 	cfg := testConfig()
-	cfg.SendTimeout, cfg.ClaimLease, cfg.SweepInterval = 10*time.Second, 30*time.Second, time.Second
+	cfg.SendTimeout, cfg.ClaimLease, cfg.SweepInterval, cfg.HoldFor = 10*time.Second, 30*time.Second, time.Second, 30*time.Second
 	a := newHarness(t, cfg, harnessOptions{bus: true, jobs: true})
 	b := newHarness(t, cfg, harnessOptions{database: a.database, bus: true, jobs: true})
 	arrivals := &firstArrivals{at: map[string]time.Time{}}
@@ -76,8 +79,8 @@ func TestAHealthyEndpointBesideFiftyHangingOnesOnTwoReplicasGetsItsEventsWithinT
 	hosttest.Eventually(t, 20*time.Second, func() bool { return healthy.count() == 4 }, "healthy endpoint known")
 	dead := hangingEndpoints(t, a, 50, "fair.*")
 
-	// 20 events/s for 5 s, open loop, alternating the replicas; each fans out to all 51 endpoints.
-	const events, rate = 100, 20
+	// 10 events/s for 10 s, open loop, alternating the replicas; each fans out to all 51 endpoints.
+	const events, rate = 100, 10
 	sent, ids := make([]time.Time, events), make([]string, events)
 	errs := make(chan error, events)
 	var wg sync.WaitGroup
@@ -112,8 +115,13 @@ func TestAHealthyEndpointBesideFiftyHangingOnesOnTwoReplicasGetsItsEventsWithinT
 	p50, p95 := lat[events/2], lat[events*95/100]
 	t.Logf("healthy endpoint beside 50 hanging ones: p50 %s, p95 %s, max %s; %d requests reached the hanging endpoints",
 		p50, p95, lat[events-1], requestsReached(dead))
-	// The goal is 500 ms; 3 s catches a regression (tens of seconds) without failing on a loaded machine.
-	require.Less(t, p95, 3*time.Second, "healthy p95")
+	// The goal is 500 ms; 3 s catches a regression (tens of seconds) without failing on a loaded machine,
+	// and the race detector, which slows every goroutine several times, gets four times that.
+	bound := 3 * time.Second
+	if raceEnabled {
+		bound = 12 * time.Second
+	}
+	require.Less(t, p95, bound, "healthy p95")
 	require.Less(t, requestsReached(dead), events*50/4, "the hanging endpoints were held, not sent every delivery")
 }
 
@@ -188,7 +196,7 @@ func TestAfterHangingEndpointsComeBackEveryDeliveryIsDeliveredExactlyOnce(t *tes
 
 func TestAnEndpointThatAnswersInEightSecondsIsStillServedBesideHangingOnes(t *testing.T) {
 	cfg := testConfig()
-	cfg.SendTimeout, cfg.ClaimLease, cfg.SweepInterval = 10*time.Second, 30*time.Second, 200*time.Millisecond
+	cfg.SendTimeout, cfg.ClaimLease, cfg.SweepInterval, cfg.HoldFor = 10*time.Second, 30*time.Second, 200*time.Millisecond, 30*time.Second
 	a := newHarness(t, cfg, harnessOptions{bus: true, jobs: true})
 	b := newHarness(t, cfg, harnessOptions{database: a.database, bus: true, jobs: true})
 	hangingEndpoints(t, a, 10, "report.*")

@@ -69,6 +69,7 @@ func testConfig() Config {
 		ClaimLease:          time.Minute,
 		SweepInterval:       50 * time.Millisecond,
 		RetrySchedule:       []time.Duration{50 * time.Millisecond, 100 * time.Millisecond},
+		HoldFor:             100 * time.Millisecond, // a timeout holds its endpoint no longer than the schedule's delays
 	}
 }
 

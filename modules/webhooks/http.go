@@ -76,7 +76,7 @@ func subscriptionAnswer(resp subscriptionResponse) *subscriptionOut {
 
 type createSubscriptionRequest struct {
 	URL                  string            `json:"url"`
-	EventTypes           []string          `json:"event_types" nullable:"false" doc:"1–50 patterns: an exact type, \"prefix.*\" or \"*\""`
+	EventTypes           []string          `json:"event_types" nullable:"false" minItems:"1" maxItems:"50" doc:"1–50 patterns: an exact type, \"prefix.*\" or \"*\""`
 	Description          string            `json:"description,omitempty"`
 	Secret               string            `json:"secret,omitempty" doc:"generated when absent"`
 	Enabled              *bool             `json:"enabled,omitempty" doc:"default true"`
@@ -93,7 +93,7 @@ type createSubscriptionRequest struct {
 
 type updateSubscriptionRequest struct {
 	URL                  *string            `json:"url,omitempty"`
-	EventTypes           *[]string          `json:"event_types,omitempty"`
+	EventTypes           *[]string          `json:"event_types,omitempty" minItems:"1" maxItems:"50"`
 	Description          *string            `json:"description,omitempty"`
 	Enabled              *bool              `json:"enabled,omitempty"`
 	Status               *string            `json:"status,omitempty"`

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"gorm.io/gorm"
 
-	"github.com/keelson/keelson/platform/apperr"
 	"github.com/keelson/keelson/platform/httpapi"
 	"github.com/keelson/keelson/platform/tenancy"
 )
@@ -61,12 +61,12 @@ func (h handlers) overview(ctx context.Context, in *overviewIn) (*overviewOut, e
 		}
 		id, err := uuid.Parse(raw)
 		if err != nil {
-			return nil, apperr.Invalid("subscription_ids", "comma-separated subscription ids; "+raw+" is not one")
+			return nil, httpapi.InvalidQuery("subscription_ids", "comma-separated subscription ids; "+raw+" is not one")
 		}
 		ids = append(ids, id)
 	}
 	if len(ids) > maxOverviewSubscriptions {
-		return nil, apperr.Invalid("subscription_ids", "at most 200 ids")
+		return nil, httpapi.InvalidQuery("subscription_ids", "at most 200 ids")
 	}
 	items, err := h.s.Overview(ctx, ids)
 	if err != nil {
@@ -97,67 +97,70 @@ func (s *Service) Overview(ctx context.Context, ids []uuid.UUID) ([]Subscription
 		}
 	}
 	conn := s.store.conn(ctx)
-	rows, err := conn.Raw(`SELECT subscription_id, least(floor(extract(epoch FROM (? - started_at)) / 3600), 23)::int AS hour,
+	idList := "{" + strings.Join(keys, ",") + "}"
+	since := now.Add(-24 * time.Hour)
+	err = eachRow(conn.Raw(`SELECT subscription_id, least(floor(extract(epoch FROM (? - started_at)) / 3600), 23)::int AS hour,
 			count(*) FILTER (WHERE result = 'succeeded'), count(*) FILTER (WHERE result = 'failed')
 		FROM webhook_attempts
 		WHERE tenant_id = ? AND subscription_id = ANY(CAST(? AS text[])::uuid[]) AND started_at >= ? AND result IN ('succeeded', 'failed')
-		GROUP BY 1, 2`, now, tenant, "{"+strings.Join(keys, ",")+"}", now.Add(-24*time.Hour)).Rows()
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
+		GROUP BY 1, 2`, now, tenant, idList, since), func(scan func(...any) error) error {
 		var id uuid.UUID
 		var h HourStats
-		if err := rows.Scan(&id, &h.Hour, &h.Succeeded, &h.Failed); err != nil {
-			rows.Close()
-			return nil, err
+		if err := scan(&id, &h.Hour, &h.Succeeded, &h.Failed); err != nil {
+			return err
 		}
 		o := &out[at[id]]
 		h.Hour = max(h.Hour, 0) // another replica's clock may put an attempt a moment after now
 		o.Hours = append(o.Hours, h)
 		o.Succeeded += h.Succeeded
 		o.Failed += h.Failed
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	rows, err = conn.Raw(`SELECT subscription_id, count(*) FILTER (WHERE next_attempt_at <= ?), count(*)
-		FROM webhook_deliveries WHERE tenant_id = ? AND subscription_id = ANY(CAST(? AS text[])::uuid[]) AND status = ?
-		GROUP BY 1`, now, tenant, "{"+strings.Join(keys, ",")+"}", StatusPending).Rows()
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	for rows.Next() {
+	err = eachRow(conn.Raw(`SELECT subscription_id, count(*) FILTER (WHERE next_attempt_at <= ?), count(*)
+		FROM webhook_deliveries WHERE tenant_id = ? AND subscription_id = ANY(CAST(? AS text[])::uuid[]) AND status = ?
+		GROUP BY 1`, now, tenant, idList, StatusPending), func(scan func(...any) error) error {
 		var id uuid.UUID
 		var due, pending int
-		if err := rows.Scan(&id, &due, &pending); err != nil {
-			rows.Close()
-			return nil, err
+		if err := scan(&id, &due, &pending); err != nil {
+			return err
 		}
 		out[at[id]].DueBacklog, out[at[id]].Pending = due, pending
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	rows, err = conn.Raw(`SELECT DISTINCT ON (subscription_id) subscription_id, error, started_at
-		FROM webhook_attempts
-		WHERE tenant_id = ? AND subscription_id = ANY(CAST(? AS text[])::uuid[]) AND started_at >= ? AND result = 'failed'
-		ORDER BY subscription_id, started_at DESC`, tenant, "{"+strings.Join(keys, ",")+"}", now.Add(-24*time.Hour)).Rows()
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
+	err = eachRow(conn.Raw(`SELECT DISTINCT ON (subscription_id) subscription_id, error, started_at
+		FROM webhook_attempts
+		WHERE tenant_id = ? AND subscription_id = ANY(CAST(? AS text[])::uuid[]) AND started_at >= ? AND result = 'failed'
+		ORDER BY subscription_id, started_at DESC`, tenant, idList, since), func(scan func(...any) error) error {
 		var id uuid.UUID
 		var msg string
 		var when time.Time
-		if err := rows.Scan(&id, &msg, &when); err != nil {
-			return nil, err
+		if err := scan(&id, &msg, &when); err != nil {
+			return err
 		}
 		when = when.UTC()
 		out[at[id]].LastError, out[at[id]].LastErrorAt = &msg, &when
+		return nil
+	})
+	return out, err
+}
+
+// eachRow runs a query and hands each row's Scan to fn, closing the rows.
+func eachRow(q *gorm.DB, fn func(scan func(...any) error) error) error {
+	rows, err := q.Rows()
+	if err != nil {
+		return err
 	}
-	return out, rows.Err()
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }

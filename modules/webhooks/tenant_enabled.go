@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/keelson/keelson/modules/webhooks/internal/queries"
 	"github.com/keelson/keelson/platform/concurrency"
 	"github.com/keelson/keelson/platform/messaging"
 	"github.com/keelson/keelson/platform/tenancy"
@@ -98,14 +99,8 @@ func (s store) waitingDeliveries(ctx context.Context, now, leaseEndBy time.Time,
 		return nil, err
 	}
 	var ds []*Delivery
-	err = s.conn(ctx).Raw(`SELECT d.*, d.xmin AS xmin FROM webhook_deliveries d
-		JOIN webhook_subscriptions s ON s.id = d.subscription_id
-		WHERE d.tenant_id = ? AND d.status = ? AND d.id > ?
-			AND (d.next_attempt_at <= ? OR (d.claim_id IS NOT NULL AND d.sent_claim_id IS DISTINCT FROM d.claim_id
-				AND d.next_attempt_at <= ?))
-			AND s.tenant_id = d.tenant_id AND s.status = ? AND s.deleted_at IS NULL
-			AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = d.tenant_id AND t.disabled_at IS NOT NULL)
-		ORDER BY d.id
-		LIMIT ?`, tenant, StatusPending, after, now, leaseEndBy, StatusActive, limit).Scan(&ds).Error
+	q := queries.WaitingDeliveries{Tenant: tenant, Pending: string(StatusPending), Active: string(StatusActive), After: after,
+		Now: now, LeaseEndBy: leaseEndBy, Limit: limit}
+	err = s.conn(ctx).Raw(q.SQL(), q.Args()...).Scan(&ds).Error
 	return ds, err
 }

@@ -133,7 +133,7 @@ type createTokenIn struct {
 	Body struct {
 		Tenant    string   `json:"tenant,omitempty" doc:"tenant name or id; default the caller's. Only the default tenant's admin tokens create tokens of other tenants."`
 		Name      string   `json:"name,omitempty"`
-		Scopes    []string `json:"scopes" doc:"webhooks:read, webhooks:write, conversations:read, conversations:write, proposals:decide, admin"`
+		Scopes    []string `json:"scopes" nullable:"false" minItems:"1" doc:"webhooks:read, webhooks:write, conversations:read, conversations:write, proposals:decide, admin"`
 		ExpiresIn string   `json:"expires_in,omitempty" doc:"lifetime: 30d or 720h; absent = never expires"`
 	}
 }

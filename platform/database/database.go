@@ -127,7 +127,15 @@ func openPool(cfg Config, params map[string]string, maxOpen, maxIdle int, lifeti
 				// A statement prepared by name lives in one server session, which the next transaction may not get.
 				c.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 			}
-			maps.Copy(c.RuntimeParams, params) // pgx's parsed config always has the map
+			if len(params) > 0 {
+				// c is a shallow copy: its map is shared by every connect of the pool, which run concurrently.
+				runtime := maps.Clone(c.RuntimeParams)
+				if runtime == nil {
+					runtime = map[string]string{}
+				}
+				maps.Copy(runtime, params)
+				c.RuntimeParams = runtime
+			}
 			return nil
 		}),
 	}})

@@ -231,7 +231,7 @@ type CreateTokenRequest struct {
 	Name      *string `json:"name,omitempty"`
 
 	// Scopes webhooks:read, webhooks:write, conversations:read, conversations:write, proposals:decide, admin
-	Scopes *[]string `json:"scopes"`
+	Scopes []string `json:"scopes"`
 
 	// Tenant tenant name or id; default the caller's. Only the default tenant's admin tokens create tokens of other tenants.
 	Tenant *string `json:"tenant,omitempty"`

@@ -235,7 +235,7 @@ func TestTheProductionValuesRenderObjectsTheKubernetesAPIAccepts(t *testing.T) {
 	}
 	// $(NAME) expands only names set earlier in the list.
 	order := envOrder(c)
-	if !(order["RABBITMQ_USERNAME"] < order["AMQP_URL"] && order["RABBITMQ_PASSWORD"] < order["AMQP_URL"]) {
+	if order["RABBITMQ_USERNAME"] > order["AMQP_URL"] || order["RABBITMQ_PASSWORD"] > order["AMQP_URL"] {
 		t.Fatalf("AMQP_URL must come after the variables it uses: %v", order)
 	}
 

@@ -4,7 +4,7 @@ SELECT d.* FROM webhook_subscriptions s
         SELECT x.*, row_number() OVER (ORDER BY x.next_attempt_at) AS turn
         FROM (SELECT d.*, d.xmin AS xmin FROM webhook_deliveries d
             WHERE d.subscription_id = s.id AND d.status = @pending AND d.next_attempt_at <= @now
-            ORDER BY d.next_attempt_at LIMIT CASE WHEN {{failing_health}} THEN @per_subscription ELSE @limit END) x) d
+            ORDER BY d.next_attempt_at LIMIT CASE WHEN {{failing_health}} THEN CAST(@per_subscription AS bigint) ELSE CAST(@limit AS bigint) END) x) d
 WHERE s.status = @active AND s.deleted_at IS NULL
     AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = s.tenant_id AND t.disabled_at IS NOT NULL)
     -- A held endpoint waits for its hold's end, then gives one delivery, the probe.

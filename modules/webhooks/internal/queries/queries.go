@@ -13,6 +13,8 @@ import (
 	"embed"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 //go:embed *.sql
@@ -34,14 +36,16 @@ func load(name string) string {
 }
 
 var (
-	takeClaims       = load("take_claims")
-	recordOutcomes   = load("record_outcomes")
-	insertEvents     = load("insert_events")
-	createDeliveries = load("create_deliveries")
-	fanOutTargets    = load("fan_out_targets")
-	dueDeliveries    = load("due_deliveries")
-	countDue         = load("count_due")
-	putBacks         = load("put_backs")
+	takeClaims        = load("take_claims")
+	recordOutcomes    = load("record_outcomes")
+	insertEvents      = load("insert_events")
+	createDeliveries  = load("create_deliveries")
+	fanOutTargets     = load("fan_out_targets")
+	dueDeliveries     = load("due_deliveries")
+	countDue          = load("count_due")
+	waitingDeliveries = load("waiting_deliveries")
+	sameEvent         = load("same_event")
+	putBacks          = load("put_backs")
 )
 
 // Array passes a Go slice as one PostgreSQL array parameter (CAST(@x AS text[]) and the like):
@@ -199,6 +203,41 @@ func (CountDue) SQL() string { return countDue }
 // Args are its named parameters.
 func (p CountDue) Args() []any {
 	return []any{sql.Named("pending", p.Pending), sql.Named("now", p.Now), sql.Named("active", p.Active)}
+}
+
+// WaitingDeliveries reads a tenant's deliveries the sweep would claim now had its lease ended, in id
+// order after After: waiting_deliveries.sql (a tenant enabled again requests them at once).
+type WaitingDeliveries struct {
+	Tenant          uuid.UUID
+	Pending, Active string
+	After           uuid.UUID
+	Now, LeaseEndBy time.Time
+	Limit           int
+}
+
+// SQL is the statement's text.
+func (WaitingDeliveries) SQL() string { return waitingDeliveries }
+
+// Args are its named parameters.
+func (p WaitingDeliveries) Args() []any {
+	return []any{sql.Named("tenant", p.Tenant), sql.Named("pending", p.Pending), sql.Named("after", p.After),
+		sql.Named("now", p.Now), sql.Named("lease_end_by", p.LeaseEndBy), sql.Named("active", p.Active), sql.Named("limit", p.Limit)}
+}
+
+// SameEvent compares a stored event with a posted one as PostgreSQL sees them (data as jsonb):
+// same_event.sql.
+type SameEvent struct {
+	Tenant   uuid.UUID
+	ID, Type string
+	Data     string // JSON text
+}
+
+// SQL is the statement's text.
+func (SameEvent) SQL() string { return sameEvent }
+
+// Args are its named parameters.
+func (p SameEvent) Args() []any {
+	return []any{sql.Named("tenant", p.Tenant), sql.Named("id", p.ID), sql.Named("type", p.Type), sql.Named("data", p.Data)}
 }
 
 // PutBacks releases a batch of untaken claims until their due times, keeping reserved rate slots:

@@ -18,7 +18,7 @@ type statement interface {
 func TestEveryStatementsParametersAreExactlyItsStructsArgs(t *testing.T) {
 	param := regexp.MustCompile(`@([a-z_]+)`)
 	for _, s := range []statement{TakeClaims{}, RecordOutcomes{}, InsertEvents{}, CreateDeliveries{}, FanOutTargets{},
-		DueDeliveries{}, CountDue{}, PutBacks{}} {
+		DueDeliveries{}, CountDue{}, PutBacks{}, WaitingDeliveries{}, SameEvent{}} {
 		var used []string
 		for _, m := range param.FindAllStringSubmatch(s.SQL(), -1) {
 			used = append(used, m[1])
